@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * qpsock - socket-like datagram endpoints over RDMA verbs queue pairs.
+ *
+ * Conventions, for every call in this header:
+ *  - a call returns 0, a count, or a negative errno value (-EINVAL, ...);
+ *  - no call reads or writes the thread's errno;
+ *  - handles are opaque; a handle passed after it was closed returns -EBADF
+ *    (endpoint memory stays owned by its context, so a stale handle is never
+ *    a use-after-free while the context lives).
+ *
+ * The reference for each call is docs/api.md.
+ */
+#ifndef QPSOCK_QPSOCK_H
+#define QPSOCK_QPSOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QPS_VERSION_MAJOR 0
+#define QPS_VERSION_MINOR 1
+
+struct qps_ctx;
+struct qps_ep;
+
+/*
+ * Context: one device port opened through one provider.
+ */
+
+enum qps_ctx_attr_mask {
+	QPS_CTX_ATTR_PROVIDER = 1 << 0,
+	QPS_CTX_ATTR_DEV = 1 << 1,
+	QPS_CTX_ATTR_ADDR = 1 << 2,
+	QPS_CTX_ATTR_TX_DEPTH = 1 << 3,
+	QPS_CTX_ATTR_RX_DEPTH = 1 << 4,
+	QPS_CTX_ATTR_MAX_EP = 1 << 5,
+};
+
+/**
+ * struct qps_ctx_attr - how to open a context; only fields whose bit is set
+ * in @comp_mask are read, the rest take their defaults.
+ * @provider: "emu" (default), "packet" or "verbs"; the environment variable
+ *	QPS_PROVIDER overrides the default but not an explicit value.
+ * @dev: emu: wire name (default $QPS_DEV or "qps0"); packet: netdev name;
+ *	verbs: RDMA device name.
+ * @addr: local IPv4 address. emu: default is the first free address of the
+ *	wire's 198.18.0.0/24 (the benchmarking range; nothing leaves the wire).
+ * @tx_depth: send queue depth in WQEs (default 256, max 4096).
+ * @rx_depth: receive buffers kept posted (default 256, max 4096).
+ * @max_ep: endpoints the context can hold at once (default 1024).
+ */
+struct qps_ctx_attr {
+	uint64_t comp_mask;
+	const char *provider;
+	const char *dev;
+	struct in_addr addr;
+	uint32_t tx_depth;
+	uint32_t rx_depth;
+	uint32_t max_ep;
+};
+
+/**
+ * qps_ctx_create - open a device; @attr may be NULL for all defaults.
+ * -EINVAL for unknown @comp_mask bits, a depth out of range or a NULL
+ * provider name; -ENOENT for an unknown provider; -ENODEV when the
+ * provider finds no device; -EADDRINUSE when @addr is taken on the wire.
+ */
+int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out);
+
+/** qps_ctx_destroy - close every endpoint, flush, and release the device. */
+int qps_ctx_destroy(struct qps_ctx *ctx);
+
+/**
+ * qps_ctx_progress - poll the device's completion queues once: reap send
+ * completions, deliver received datagrams to their endpoints, ring any
+ * postponed doorbell. Returns the number of completions handled (>= 0).
+ */
+int qps_ctx_progress(struct qps_ctx *ctx);
+
+/**
+ * qps_ctx_fd - a descriptor that becomes readable when the device has new
+ * receive completions (the verbs completion channel). Call
+ * qps_ctx_progress() when it is readable.
+ */
+int qps_ctx_fd(struct qps_ctx *ctx);
+
+#define QPS_NAME_MAX 64
+
+/** struct qps_ctx_info - what a context is bound to. */
+struct qps_ctx_info {
+	char provider[16];
+	char dev[QPS_NAME_MAX];
+	uint8_t mac[6];
+	struct in_addr addr;
+	uint32_t mtu;		/* L3 MTU of the port, bytes */
+	uint32_t max_payload;	/* largest UDP payload: mtu - 28 */
+	uint32_t tx_depth;
+	uint32_t rx_depth;
+};
+
+int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info);
+
+/* Reasons a received frame is rejected by the parser (stats.rx_bad[]). */
+enum qps_rx_reason {
+	QPS_RX_OK = 0,
+	QPS_RX_SHORT_ETH,	/* shorter than an Ethernet header */
+	QPS_RX_NOT_IPV4,	/* EtherType is not IPv4 */
+	QPS_RX_SHORT_IP,	/* shorter than a minimal IPv4 header */
+	QPS_RX_BAD_VERSION,	/* IP version field is not 4 */
+	QPS_RX_BAD_IHL,		/* IHL < 5 or header beyond the frame */
+	QPS_RX_BAD_TOTLEN,	/* total length < header or beyond the frame */
+	QPS_RX_FRAGMENT,	/* MF set or non-zero fragment offset */
+	QPS_RX_BAD_IP_CSUM,	/* IPv4 header checksum mismatch */
+	QPS_RX_NOT_UDP,		/* protocol is not UDP */
+	QPS_RX_SHORT_UDP,	/* no room for the UDP header */
+	QPS_RX_BAD_UDP_LEN,	/* UDP length < 8 or not equal to IP payload */
+	QPS_RX_BAD_UDP_CSUM,	/* non-zero UDP checksum that does not verify */
+	QPS_RX_BAD_SADDR,	/* source is multicast, broadcast or zero */
+	QPS_RX_REASON_MAX
+};
+
+/**
+ * struct qps_stats - counters of a context; totals since creation.
+ * Device counters (wqes .. dev_rx_drops) come from the provider.
+ */
+struct qps_stats {
+	uint64_t tx_packets;
+	uint64_t tx_bytes;
+	uint64_t tx_errors;		/* send completions with an error */
+	uint64_t rx_packets;		/* datagrams delivered to endpoints */
+	uint64_t rx_bytes;
+	uint64_t rx_bad[QPS_RX_REASON_MAX]; /* [0] counts frames parsed OK */
+	uint64_t rx_no_endpoint;	/* valid datagram, nobody bound */
+	uint64_t rx_queue_full;		/* endpoint receive queue full */
+	uint64_t rx_truncated;		/* datagrams cut by a short recv buffer */
+	uint64_t rx_errors;		/* receive completions with an error */
+	/* device */
+	uint64_t wqes;			/* send WQEs written */
+	uint64_t doorbells;		/* doorbell register writes */
+	uint64_t bf_writes;		/* BlueFlame register writes */
+	uint64_t tx_cqes;
+	uint64_t rx_cqes;
+	uint64_t dev_tx_drops;		/* frames the device could not send */
+	uint64_t dev_rx_drops;		/* frames the device could not place */
+};
+
+/**
+ * qps_ctx_stats - copy up to @size bytes of struct qps_stats into @st;
+ * returns the number of bytes written (older callers pass a smaller size).
+ */
+int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size);
+
+/*
+ * Endpoints: UDP datagram semantics over the context's queue pairs.
+ */
+
+#define QPS_EP_DGRAM 1
+
+/** qps_ep_create - a new unbound endpoint of @type QPS_EP_DGRAM. */
+int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out);
+
+/**
+ * qps_ep_close - release an endpoint; datagrams it queued for sending are
+ * flushed to the device first. A second close returns -EBADF.
+ */
+int qps_ep_close(struct qps_ep *ep);
+
+/**
+ * qps_bind - bind to a local struct sockaddr_in. Address INADDR_ANY, the
+ * context's address or a multicast group; port 0 picks an ephemeral port.
+ * -EADDRINUSE when the port is taken (unless both set QPS_OPT_REUSEADDR),
+ * -EADDRNOTAVAIL for a foreign address, -EINVAL when already bound.
+ */
+int qps_bind(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len);
+
+/**
+ * qps_connect - set the default destination and accept datagrams only from
+ * it; AF_UNSPEC disconnects. Binds to an ephemeral port if unbound.
+ * -EHOSTUNREACH when the destination cannot be resolved.
+ */
+int qps_connect(struct qps_ep *ep, const struct sockaddr *addr,
+		socklen_t len);
+
+/** qps_getsockname - the bound local address. */
+int qps_getsockname(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
+
+/** qps_getpeername - the connected peer; -ENOTCONN if not connected. */
+int qps_getpeername(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
+
+/* Flags for send and receive calls (values match Linux's MSG_*). */
+#define QPS_MSG_PEEK 0x02
+#define QPS_MSG_TRUNC 0x20
+#define QPS_MSG_DONTWAIT 0x40
+#define QPS_MSG_MORE 0x8000
+
+/**
+ * qps_send - send one datagram to the connected peer. Returns @len.
+ * -EDESTADDRREQ if not connected, -EMSGSIZE above the port's max payload,
+ * -EAGAIN when the send queue is full and the call must not wait.
+ * QPS_MSG_MORE: more datagrams follow immediately; the doorbell may be
+ * postponed until a send without it (or a progress call).
+ */
+ssize_t qps_send(struct qps_ep *ep, const void *buf, size_t len, int flags);
+
+/** qps_sendto - send one datagram to @dest (struct sockaddr_in). */
+ssize_t qps_sendto(struct qps_ep *ep, const void *buf, size_t len, int flags,
+		   const struct sockaddr *dest, socklen_t dest_len);
+
+/**
+ * qps_recv - receive one datagram. Returns its length, or with a short
+ * buffer the bytes copied (the rest is dropped; QPS_MSG_TRUNC returns the
+ * full length instead). -EAGAIN when nothing is queued and the endpoint is
+ * non-blocking or QPS_MSG_DONTWAIT is set; -ETIMEDOUT after
+ * QPS_OPT_RCVTIMEO.
+ */
+ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags);
+
+/** qps_recvfrom - as qps_recv, and store the sender in @src if not NULL. */
+ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
+		     struct sockaddr *src, socklen_t *src_len);
+
+/* Options for qps_setopt / qps_getopt; values are int unless noted. */
+enum qps_opt {
+	QPS_OPT_NONBLOCK = 1,	/* 0/1: calls never wait */
+	QPS_OPT_RCVBUF,		/* max datagrams queued for qps_recv */
+	QPS_OPT_REUSEADDR,	/* 0/1: share a bound port */
+	QPS_OPT_PRIORITY,	/* 0..15, as SO_PRIORITY */
+	QPS_OPT_RCVTIMEO,	/* blocking receive timeout, ms; 0 = forever */
+	QPS_OPT_SNDTIMEO,	/* blocking send timeout, ms; 0 = forever */
+	QPS_OPT_PKTINFO,	/* 0/1: fill per-packet metadata */
+	QPS_OPT_ERROR,		/* get only: pending error, cleared on read */
+	QPS_OPT_RXQ_LEN,	/* get only: datagrams queued now */
+};
+
+/**
+ * qps_setopt - set an option. -ENOPROTOOPT for an unknown or get-only option,
+ * -EINVAL for a bad length or value, -EFAULT for a NULL value.
+ */
+int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len);
+
+/** qps_getopt - read an option; *@len is in/out as in getsockopt. */
+int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len);
+
+/** qps_set_nonblock - shorthand for QPS_OPT_NONBLOCK. */
+int qps_set_nonblock(struct qps_ep *ep, int on);
+
+/**
+ * qps_ep_fd - a descriptor that is readable (POLLIN/EPOLLIN) while the
+ * endpoint has a datagram queued or the device has unprocessed receive
+ * completions. Add it to epoll or poll; on readiness call qps_recv with
+ * QPS_MSG_DONTWAIT (which progresses the device) until -EAGAIN. Owned by
+ * the endpoint; closed by qps_ep_close.
+ */
+int qps_ep_fd(struct qps_ep *ep);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QPSOCK_QPSOCK_H */

@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Endpoint lifetime, addressing and options. Endpoint memory belongs to its
+ * context's table until the context is destroyed: a closed endpoint's slot
+ * is reused only after every other free slot (FIFO), so a stale handle
+ * reads a closed state and returns -EBADF instead of touching freed memory.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "qps_int.h"
+
+int qps_ep_check(struct qps_ep *ep)
+{
+	if (!ep || ep->state != QPS_EP_OPEN)
+		return -EBADF;
+	return 0;
+}
+
+int qps_sin_check(const struct sockaddr *addr, socklen_t len,
+		  const struct sockaddr_in **sin_out)
+{
+	if (!addr || len < sizeof(sa_family_t))
+		return -EINVAL;
+	if (addr->sa_family != AF_INET)
+		return -EAFNOSUPPORT;
+	if (len < sizeof(struct sockaddr_in))
+		return -EINVAL;
+	*sin_out = (const struct sockaddr_in *)addr;
+	return 0;
+}
+
+static struct qps_ep **qps_bind_bucket(struct qps_ctx *ctx, uint16_t port)
+{
+	return &ctx->bind_tab[ntohs(port) % QPS_BIND_BUCKETS];
+}
+
+static bool qps_port_conflict(struct qps_ctx *ctx, const struct qps_ep *ep,
+			      uint32_t addr, uint16_t port)
+{
+	const struct qps_ep *o;
+
+	for (o = *qps_bind_bucket(ctx, port); o; o = o->bind_next) {
+		if (o->local.sin_port != port)
+			continue;
+		if (o->local.sin_addr.s_addr != INADDR_ANY &&
+		    addr != INADDR_ANY && o->local.sin_addr.s_addr != addr)
+			continue;
+		if (!(o->reuseaddr && ep->reuseaddr))
+			return true;
+	}
+	return false;
+}
+
+static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	struct qps_ep **bucket;
+	uint32_t span = QPS_EPHEMERAL_HI - QPS_EPHEMERAL_LO + 1;
+	uint32_t i;
+
+	if (ep->bound)
+		return -EINVAL;
+	if (port == 0) {
+		for (i = 0; i < span; i++) {
+			uint16_t p = ctx->eph_next;
+
+			ctx->eph_next = p >= QPS_EPHEMERAL_HI ?
+					QPS_EPHEMERAL_LO : p + 1;
+			if (!qps_port_conflict(ctx, ep, addr, htons(p))) {
+				port = htons(p);
+				break;
+			}
+		}
+		if (port == 0)
+			return -EADDRINUSE;
+	} else if (qps_port_conflict(ctx, ep, addr, port)) {
+		return -EADDRINUSE;
+	}
+	ep->local.sin_family = AF_INET;
+	ep->local.sin_addr.s_addr = addr;
+	ep->local.sin_port = port;
+	bucket = qps_bind_bucket(ctx, port);
+	ep->bind_next = *bucket;
+	*bucket = ep;
+	ep->bound = true;
+	return 0;
+}
+
+static void qps_unbind_locked(struct qps_ep *ep)
+{
+	struct qps_ep **pp;
+
+	if (!ep->bound)
+		return;
+	for (pp = qps_bind_bucket(ep->ctx, ep->local.sin_port); *pp;
+	     pp = &(*pp)->bind_next) {
+		if (*pp == ep) {
+			*pp = ep->bind_next;
+			break;
+		}
+	}
+	ep->bound = false;
+}
+
+int qps_ep_autobind(struct qps_ep *ep)
+{
+	int ret = 0;
+
+	if (ep->bound)
+		return 0;
+	pthread_mutex_lock(&ep->ctx->rx_lock);
+	if (!ep->bound)
+		ret = qps_bind_locked(ep, INADDR_ANY, 0);
+	pthread_mutex_unlock(&ep->ctx->rx_lock);
+	return ret;
+}
+
+static int qps_ep_fds(struct qps_ep *ep)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ret;
+
+	ep->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ep->efd < 0)
+		return -errno;
+	ep->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ep->epfd < 0)
+		return -errno;
+	ev.data.fd = ep->efd;
+	if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->efd, &ev) < 0)
+		return -errno;
+	if (ep->ctx->event_fd >= 0) {
+		ev.data.fd = ep->ctx->event_fd;
+		ret = epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->ctx->event_fd, &ev);
+		if (ret < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static void qps_ep_free_locked(struct qps_ep *ep)
+{
+	struct qps_ctx *ctx = ep->ctx;
+
+	if (ep->epfd >= 0)
+		close(ep->epfd);
+	if (ep->efd >= 0)
+		close(ep->efd);
+	ep->epfd = ep->efd = -1;
+	free(ep->rxq);
+	ep->rxq = NULL;
+	ep->free_next = NULL;
+	if (ctx->free_tail)
+		ctx->free_tail->free_next = ep;
+	else
+		ctx->free_head = ep;
+	ctx->free_tail = ep;
+	ctx->nep--;
+}
+
+int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_ep *ep;
+	int ret = qps_ctx_check(ctx);
+
+	if (ret < 0)
+		return ret;
+	if (!ep_out)
+		return -EINVAL;
+	*ep_out = NULL;
+	if (type != QPS_EP_DGRAM)
+		return -EINVAL;
+
+	pthread_mutex_lock(&ctx->rx_lock);
+	ep = ctx->free_head;
+	if (!ep) {
+		pthread_mutex_unlock(&ctx->rx_lock);
+		return -EMFILE;
+	}
+	ctx->free_head = ep->free_next;
+	if (!ctx->free_head)
+		ctx->free_tail = NULL;
+	ctx->nep++;
+
+	memset(ep, 0, sizeof(*ep));
+	ep->ctx = ctx;
+	ep->efd = ep->epfd = -1;
+	ep->rxq_cap = ctx->rx_depth;
+	ep->rcvbuf = ctx->rx_depth;
+	ep->rxq = calloc(ep->rxq_cap, sizeof(*ep->rxq));
+	ret = ep->rxq ? qps_ep_fds(ep) : -ENOMEM;
+	if (ret < 0) {
+		ep->state = QPS_EP_CLOSED;
+		qps_ep_free_locked(ep);
+		pthread_mutex_unlock(&ctx->rx_lock);
+		return ret;
+	}
+	ep->state = QPS_EP_OPEN;
+	pthread_mutex_unlock(&ctx->rx_lock);
+	*ep_out = ep;
+	return 0;
+}
+
+static void qps_ep_close_locked(struct qps_ep *ep)
+{
+	qps_unbind_locked(ep);
+	qps_rxq_drain_locked(ep);
+	ep->connected = false;
+	ep->state = QPS_EP_CLOSED;
+	qps_ep_free_locked(ep);
+}
+
+int qps_ep_close(struct qps_ep *ep)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_ctx *ctx;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	ctx = ep->ctx;
+	/* What this endpoint queued under MSG_MORE goes out now. */
+	pthread_mutex_lock(&ctx->tx_lock);
+	qps_tx_flush_locked(ctx);
+	pthread_mutex_lock(&ctx->rx_lock);
+	if (ep->state != QPS_EP_OPEN)
+		ret = -EBADF;
+	else
+		qps_ep_close_locked(ep);
+	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->tx_lock);
+	return ret;
+}
+
+void qps_ep_release_all(struct qps_ctx *ctx)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&ctx->rx_lock);
+	for (i = 0; i < ctx->max_ep; i++)
+		if (ctx->eps[i].state == QPS_EP_OPEN)
+			qps_ep_close_locked(&ctx->eps[i]);
+	pthread_mutex_unlock(&ctx->rx_lock);
+}
+
+static bool qps_local_addr_ok(struct qps_ctx *ctx, uint32_t addr)
+{
+	uint32_t h = ntohl(addr);
+
+	return addr == INADDR_ANY || addr == ctx->info.addr.s_addr ||
+	       IN_MULTICAST(h) || h == INADDR_BROADCAST;
+}
+
+int qps_bind(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
+{
+	QPS_ERRNO_GUARD;
+	const struct sockaddr_in *sin;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	ret = qps_sin_check(addr, len, &sin);
+	if (ret < 0)
+		return ret;
+	if (!qps_local_addr_ok(ep->ctx, sin->sin_addr.s_addr))
+		return -EADDRNOTAVAIL;
+	pthread_mutex_lock(&ep->ctx->rx_lock);
+	ret = qps_bind_locked(ep, sin->sin_addr.s_addr, sin->sin_port);
+	pthread_mutex_unlock(&ep->ctx->rx_lock);
+	return ret;
+}
+
+int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_ctx *ctx;
+	const struct sockaddr_in *sin;
+	uint8_t mac[6];
+	uint64_t gen;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	ctx = ep->ctx;
+	if (addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
+		pthread_mutex_lock(&ctx->tx_lock);
+		pthread_mutex_lock(&ctx->rx_lock);
+		ep->connected = false;
+		memset(&ep->peer, 0, sizeof(ep->peer));
+		pthread_mutex_unlock(&ctx->rx_lock);
+		pthread_mutex_unlock(&ctx->tx_lock);
+		return 0;
+	}
+	ret = qps_sin_check(addr, len, &sin);
+	if (ret < 0)
+		return ret;
+	if (sin->sin_port == 0)
+		return -EINVAL;
+	ret = qps_ep_autobind(ep);
+	if (ret < 0)
+		return ret;
+
+	pthread_mutex_lock(&ctx->tx_lock);
+	gen = qps_route_gen(ctx);
+	ret = qps_route_resolve(ctx, sin->sin_addr.s_addr, mac);
+	if (ret == 0) {
+		pthread_mutex_lock(&ctx->rx_lock);
+		ep->peer.sin_family = AF_INET;
+		ep->peer.sin_addr = sin->sin_addr;
+		ep->peer.sin_port = sin->sin_port;
+		memcpy(ep->peer_mac, mac, 6);
+		ep->peer_route_gen = gen;
+		ep->connected = true;
+		pthread_mutex_unlock(&ctx->rx_lock);
+	}
+	pthread_mutex_unlock(&ctx->tx_lock);
+	return ret;
+}
+
+static int qps_sin_out(const struct sockaddr_in *sin, struct sockaddr *addr,
+		       socklen_t *len)
+{
+	if (!addr || !len)
+		return -EINVAL;
+	memcpy(addr, sin, *len < sizeof(*sin) ? *len : sizeof(*sin));
+	*len = sizeof(*sin);
+	return 0;
+}
+
+int qps_getsockname(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len)
+{
+	QPS_ERRNO_GUARD;
+	struct sockaddr_in sin;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	if (ep->bound) {
+		sin.sin_port = ep->local.sin_port;
+		sin.sin_addr = ep->local.sin_addr;
+	}
+	return qps_sin_out(&sin, addr, len);
+}
+
+int qps_getpeername(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len)
+{
+	QPS_ERRNO_GUARD;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	if (!ep->connected)
+		return -ENOTCONN;
+	return qps_sin_out(&ep->peer, addr, len);
+}
+
+static int qps_opt_int(const void *val, socklen_t len, int *out)
+{
+	if (!val)
+		return -EFAULT;
+	if (len != sizeof(int))
+		return -EINVAL;
+	memcpy(out, val, sizeof(int));
+	return 0;
+}
+
+int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
+{
+	QPS_ERRNO_GUARD;
+	int ret = qps_ep_check(ep);
+	int v;
+
+	if (ret < 0)
+		return ret;
+	switch (opt) {
+	case QPS_OPT_NONBLOCK:
+	case QPS_OPT_RCVBUF:
+	case QPS_OPT_REUSEADDR:
+	case QPS_OPT_PRIORITY:
+	case QPS_OPT_RCVTIMEO:
+	case QPS_OPT_SNDTIMEO:
+	case QPS_OPT_PKTINFO:
+		break;
+	default:	/* includes the read-only QPS_OPT_ERROR, _RXQ_LEN */
+		return -ENOPROTOOPT;
+	}
+	ret = qps_opt_int(val, len, &v);
+	if (ret < 0)
+		return ret;
+
+	switch (opt) {
+	case QPS_OPT_NONBLOCK:
+		ep->nonblock = v != 0;
+		break;
+	case QPS_OPT_RCVBUF:
+		if (v < 1)
+			return -EINVAL;
+		/* Clamped like SO_RCVBUF: the ring was sized at creation. */
+		pthread_mutex_lock(&ep->ctx->rx_lock);
+		ep->rcvbuf = (uint32_t)v > ep->rxq_cap ? ep->rxq_cap : (uint32_t)v;
+		pthread_mutex_unlock(&ep->ctx->rx_lock);
+		break;
+	case QPS_OPT_REUSEADDR:
+		ep->reuseaddr = v != 0;
+		break;
+	case QPS_OPT_PRIORITY:
+		if (v < 0 || v > 15)
+			return -EINVAL;
+		ep->priority = v;
+		break;
+	case QPS_OPT_RCVTIMEO:
+		if (v < 0)
+			return -EINVAL;
+		ep->rcvtimeo_ms = v;
+		break;
+	case QPS_OPT_SNDTIMEO:
+		if (v < 0)
+			return -EINVAL;
+		ep->sndtimeo_ms = v;
+		break;
+	case QPS_OPT_PKTINFO:
+		ep->pktinfo = v != 0;
+		break;
+	}
+	return 0;
+}
+
+int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
+{
+	QPS_ERRNO_GUARD;
+	int ret = qps_ep_check(ep);
+	int v;
+
+	if (ret < 0)
+		return ret;
+	switch (opt) {
+	case QPS_OPT_NONBLOCK:
+		v = ep->nonblock;
+		break;
+	case QPS_OPT_RCVBUF:
+		v = (int)ep->rcvbuf;
+		break;
+	case QPS_OPT_REUSEADDR:
+		v = ep->reuseaddr;
+		break;
+	case QPS_OPT_PRIORITY:
+		v = ep->priority;
+		break;
+	case QPS_OPT_RCVTIMEO:
+		v = ep->rcvtimeo_ms;
+		break;
+	case QPS_OPT_SNDTIMEO:
+		v = ep->sndtimeo_ms;
+		break;
+	case QPS_OPT_PKTINFO:
+		v = ep->pktinfo;
+		break;
+	case QPS_OPT_ERROR:
+		v = ep->error;
+		ep->error = 0;
+		break;
+	case QPS_OPT_RXQ_LEN:
+		pthread_mutex_lock(&ep->ctx->rx_lock);
+		v = (int)ep->rxq_count;
+		pthread_mutex_unlock(&ep->ctx->rx_lock);
+		break;
+	default:
+		return -ENOPROTOOPT;
+	}
+	if (!val || !len)
+		return -EFAULT;
+	if (*len < sizeof(int))
+		return -EINVAL;
+	memcpy(val, &v, sizeof(int));
+	*len = sizeof(int);
+	return 0;
+}
+
+int qps_set_nonblock(struct qps_ep *ep, int on)
+{
+	QPS_ERRNO_GUARD;
+	return qps_setopt(ep, QPS_OPT_NONBLOCK, &on, sizeof(on));
+}
+
+int qps_ep_fd(struct qps_ep *ep)
+{
+	QPS_ERRNO_GUARD;
+	int ret = qps_ep_check(ep);
+
+	return ret < 0 ? ret : ep->epfd;
+}

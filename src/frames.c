@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Ethernet II / IPv4 / UDP frames. Every multi-byte field is read and
+ * written through memcpy: frames sit in receive buffers at any offset, and
+ * this keeps the code free of alignment and strict-aliasing assumptions.
+ */
+#include "frames.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define QPS_IPPROTO_UDP 17
+#define QPS_IP_DF 0x4000
+#define QPS_IP_MF 0x2000
+#define QPS_IP_OFFMASK 0x1fff
+#define QPS_IP_DEFAULT_TTL 64
+#define QPS_IP_MAX_TOTLEN 65535
+
+/* Offsets inside the IPv4 and UDP headers. */
+#define QPS_IPOFF_VHL 0
+#define QPS_IPOFF_TOS 1
+#define QPS_IPOFF_TOTLEN 2
+#define QPS_IPOFF_ID 4
+#define QPS_IPOFF_FRAG 6
+#define QPS_IPOFF_TTL 8
+#define QPS_IPOFF_PROTO 9
+#define QPS_IPOFF_CSUM 10
+#define QPS_IPOFF_SADDR 12
+#define QPS_IPOFF_DADDR 16
+#define QPS_UDPOFF_SPORT 0
+#define QPS_UDPOFF_DPORT 2
+#define QPS_UDPOFF_LEN 4
+#define QPS_UDPOFF_CSUM 6
+
+static inline uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static inline void put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+/*
+ * The one's complement sum is the same whatever the byte order as long as
+ * words are loaded and the result stored in the same (memory) order
+ * (RFC 1071, 2.B), so words are summed as they lie in memory and the folded
+ * result is stored back with memcpy. Four 32-bit words per iteration into a
+ * 64-bit accumulator: the carries pile up in the high half and are folded
+ * once at the end; 2^32 words would be needed to overflow it.
+ * Chained calls must pass even lengths except for the last chunk.
+ */
+uint32_t qps_csum_partial(const void *buf, size_t len, uint32_t sum)
+{
+	const uint8_t *p = buf;
+	uint64_t acc = sum;
+	uint32_t w[4];
+	uint16_t h;
+
+	while (len >= sizeof(w)) {
+		memcpy(w, p, sizeof(w));
+		acc += (uint64_t)w[0] + w[1] + w[2] + w[3];
+		p += sizeof(w);
+		len -= sizeof(w);
+	}
+	while (len >= 4) {
+		memcpy(w, p, 4);
+		acc += w[0];
+		p += 4;
+		len -= 4;
+	}
+	if (len >= 2) {
+		memcpy(&h, p, 2);
+		acc += h;
+		p += 2;
+		len -= 2;
+	}
+	if (len) {
+		/* The odd byte is the first byte of a zero-padded word. */
+		uint8_t tail[2] = { p[0], 0 };
+
+		memcpy(&h, tail, 2);
+		acc += h;
+	}
+	acc = (acc & 0xffffffffu) + (acc >> 32);
+	acc = (acc & 0xffffffffu) + (acc >> 32);
+	return (uint32_t)acc;
+}
+
+/* Fold to 16 bits and complement: the value to store, in memory order. A
+ * buffer that includes a correct checksum folds to 0. */
+uint16_t qps_csum_fold(uint32_t sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* Sum of the UDP pseudo-header; @saddr and @daddr in network order. */
+static uint32_t udp_pseudo_sum(uint32_t saddr, uint32_t daddr,
+			       uint16_t udp_len)
+{
+	uint8_t ph[12];
+
+	memcpy(ph, &saddr, 4);
+	memcpy(ph + 4, &daddr, 4);
+	ph[8] = 0;
+	ph[9] = QPS_IPPROTO_UDP;
+	put_be16(ph + 10, udp_len);
+	return qps_csum_partial(ph, sizeof(ph), 0);
+}
+
+/* ip_id is stored as given: like the addresses, it is in network order. */
+int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
+		    size_t payload_len)
+{
+	uint8_t *eth = frame;
+	uint8_t *ip = eth + QPS_ETH_HLEN;
+	uint8_t *udp = ip + QPS_IP_HLEN;
+	uint16_t udp_len, csum;
+	uint32_t sum;
+
+	if (payload_len > QPS_IP_MAX_TOTLEN - QPS_IP_HLEN - QPS_UDP_HLEN)
+		return -EMSGSIZE;
+	udp_len = (uint16_t)(QPS_UDP_HLEN + payload_len);
+
+	memcpy(eth, h->dst_mac, 6);
+	memcpy(eth + 6, h->src_mac, 6);
+	put_be16(eth + 12, QPS_ETH_P_IP);
+
+	ip[QPS_IPOFF_VHL] = 0x45;
+	ip[QPS_IPOFF_TOS] = h->tos;
+	put_be16(ip + QPS_IPOFF_TOTLEN, (uint16_t)(QPS_IP_HLEN + udp_len));
+	memcpy(ip + QPS_IPOFF_ID, &h->ip_id, 2);
+	put_be16(ip + QPS_IPOFF_FRAG, QPS_IP_DF);
+	ip[QPS_IPOFF_TTL] = h->ttl ? h->ttl : QPS_IP_DEFAULT_TTL;
+	ip[QPS_IPOFF_PROTO] = QPS_IPPROTO_UDP;
+	memset(ip + QPS_IPOFF_CSUM, 0, 2);
+	memcpy(ip + QPS_IPOFF_SADDR, &h->saddr, 4);
+	memcpy(ip + QPS_IPOFF_DADDR, &h->daddr, 4);
+	csum = qps_csum_fold(qps_csum_partial(ip, QPS_IP_HLEN, 0));
+	memcpy(ip + QPS_IPOFF_CSUM, &csum, 2);
+
+	memcpy(udp + QPS_UDPOFF_SPORT, &h->sport, 2);
+	memcpy(udp + QPS_UDPOFF_DPORT, &h->dport, 2);
+	put_be16(udp + QPS_UDPOFF_LEN, udp_len);
+	memset(udp + QPS_UDPOFF_CSUM, 0, 2);
+	sum = udp_pseudo_sum(h->saddr, h->daddr, udp_len);
+	csum = qps_csum_fold(qps_csum_partial(udp, udp_len, sum));
+	/* 0 on the wire means "no checksum" (RFC 768). */
+	if (csum == 0)
+		csum = 0xffff;
+	memcpy(udp + QPS_UDPOFF_CSUM, &csum, 2);
+
+	return (int)(QPS_HDRS_LEN + payload_len);
+}
+
+static bool bad_saddr(const uint8_t *a)
+{
+	static const uint8_t zero[4], bcast[4] = { 255, 255, 255, 255 };
+
+	return (a[0] & 0xf0) == 0xe0 || !memcmp(a, zero, 4) ||
+	       !memcmp(a, bcast, 4);
+}
+
+/*
+ * Each check guards the reads of the next one, so no byte outside
+ * [frame, frame + len) is ever read. The IPv4 header checksum is checked
+ * as soon as the header is known to be inside the frame, so a corrupted
+ * header is counted as such rather than by whichever field it broke; the
+ * UDP checksum, which reads the whole payload, comes last.
+ */
+enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
+				   struct qps_frame_info *info)
+{
+	const uint8_t *eth = frame;
+	const uint8_t *ip, *udp;
+	size_t ihl, tot_len, udp_len;
+	uint16_t frag, csum;
+
+	if (len < QPS_ETH_HLEN)
+		return QPS_RX_SHORT_ETH;
+	if (get_be16(eth + 12) != QPS_ETH_P_IP)
+		return QPS_RX_NOT_IPV4;
+	ip = eth + QPS_ETH_HLEN;
+	len -= QPS_ETH_HLEN;
+	if (len < QPS_IP_HLEN)
+		return QPS_RX_SHORT_IP;
+	if (ip[QPS_IPOFF_VHL] >> 4 != 4)
+		return QPS_RX_BAD_VERSION;
+	ihl = (size_t)(ip[QPS_IPOFF_VHL] & 0x0f) * 4;
+	if (ihl < QPS_IP_HLEN || ihl > len)
+		return QPS_RX_BAD_IHL;
+	if (qps_csum_fold(qps_csum_partial(ip, ihl, 0)) != 0)
+		return QPS_RX_BAD_IP_CSUM;
+	tot_len = get_be16(ip + QPS_IPOFF_TOTLEN);
+	if (tot_len < ihl || tot_len > len)
+		return QPS_RX_BAD_TOTLEN;
+	frag = get_be16(ip + QPS_IPOFF_FRAG);
+	if (frag & (QPS_IP_MF | QPS_IP_OFFMASK))
+		return QPS_RX_FRAGMENT;
+	if (bad_saddr(ip + QPS_IPOFF_SADDR))
+		return QPS_RX_BAD_SADDR;
+	if (ip[QPS_IPOFF_PROTO] != QPS_IPPROTO_UDP)
+		return QPS_RX_NOT_UDP;
+
+	udp = ip + ihl;
+	if (tot_len - ihl < QPS_UDP_HLEN)
+		return QPS_RX_SHORT_UDP;
+	udp_len = get_be16(udp + QPS_UDPOFF_LEN);
+	if (udp_len < QPS_UDP_HLEN || udp_len != tot_len - ihl)
+		return QPS_RX_BAD_UDP_LEN;
+	memcpy(&csum, udp + QPS_UDPOFF_CSUM, 2);
+	if (csum != 0) {
+		uint32_t saddr, daddr;
+
+		memcpy(&saddr, ip + QPS_IPOFF_SADDR, 4);
+		memcpy(&daddr, ip + QPS_IPOFF_DADDR, 4);
+		if (qps_csum_fold(qps_csum_partial(udp, udp_len,
+				  udp_pseudo_sum(saddr, daddr,
+						 (uint16_t)udp_len))) != 0)
+			return QPS_RX_BAD_UDP_CSUM;
+	}
+
+	if (info) {
+		struct qps_frame_hdr *h = &info->hdr;
+
+		memcpy(h->dst_mac, eth, 6);
+		memcpy(h->src_mac, eth + 6, 6);
+		memcpy(&h->saddr, ip + QPS_IPOFF_SADDR, 4);
+		memcpy(&h->daddr, ip + QPS_IPOFF_DADDR, 4);
+		memcpy(&h->sport, udp + QPS_UDPOFF_SPORT, 2);
+		memcpy(&h->dport, udp + QPS_UDPOFF_DPORT, 2);
+		memcpy(&h->ip_id, ip + QPS_IPOFF_ID, 2);
+		h->ttl = ip[QPS_IPOFF_TTL];
+		h->tos = ip[QPS_IPOFF_TOS];
+		info->payload = udp + QPS_UDP_HLEN;
+		info->payload_len = (uint32_t)(udp_len - QPS_UDP_HLEN);
+	}
+	return QPS_RX_OK;
+}
+
+void qps_mcast_mac(uint32_t group, uint8_t mac[6])
+{
+	uint8_t g[4];
+
+	memcpy(g, &group, 4);
+	mac[0] = 0x01;
+	mac[1] = 0x00;
+	mac[2] = 0x5e;
+	mac[3] = g[1] & 0x7f;
+	mac[4] = g[2];
+	mac[5] = g[3];
+}
+
+const char *qps_rx_reason_str(enum qps_rx_reason r)
+{
+	static const char *const names[QPS_RX_REASON_MAX] = {
+		[QPS_RX_OK] = "ok",
+		[QPS_RX_SHORT_ETH] = "short ethernet header",
+		[QPS_RX_NOT_IPV4] = "not ipv4",
+		[QPS_RX_SHORT_IP] = "short ipv4 header",
+		[QPS_RX_BAD_VERSION] = "bad ip version",
+		[QPS_RX_BAD_IHL] = "bad ipv4 header length",
+		[QPS_RX_BAD_TOTLEN] = "bad ipv4 total length",
+		[QPS_RX_FRAGMENT] = "ipv4 fragment",
+		[QPS_RX_BAD_IP_CSUM] = "bad ipv4 header checksum",
+		[QPS_RX_NOT_UDP] = "not udp",
+		[QPS_RX_SHORT_UDP] = "short udp header",
+		[QPS_RX_BAD_UDP_LEN] = "bad udp length",
+		[QPS_RX_BAD_UDP_CSUM] = "bad udp checksum",
+		[QPS_RX_BAD_SADDR] = "bad source address",
+	};
+
+	if ((unsigned int)r >= QPS_RX_REASON_MAX || !names[r])
+		return "unknown";
+	return names[r];
+}

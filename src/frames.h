@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ethernet II / IPv4 / UDP frames: build with valid checksums, parse
+ * strictly. The parser never reads outside [frame, frame + len).
+ */
+#ifndef QPS_FRAMES_H
+#define QPS_FRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <qpsock/qpsock.h>
+
+#define QPS_ETH_HLEN 14
+#define QPS_IP_HLEN 20
+#define QPS_UDP_HLEN 8
+#define QPS_HDRS_LEN (QPS_ETH_HLEN + QPS_IP_HLEN + QPS_UDP_HLEN)
+#define QPS_ETH_P_IP 0x0800
+
+/* Addresses and ports in network byte order, as on the wire. */
+struct qps_frame_hdr {
+	uint8_t dst_mac[6];
+	uint8_t src_mac[6];
+	uint32_t saddr;
+	uint32_t daddr;
+	uint16_t sport;
+	uint16_t dport;
+	uint16_t ip_id;
+	uint8_t ttl;
+	uint8_t tos;
+};
+
+/* A parsed datagram: points into the frame it was parsed from. */
+struct qps_frame_info {
+	struct qps_frame_hdr hdr;
+	const uint8_t *payload;
+	uint32_t payload_len;
+};
+
+/*
+ * qps_frame_build - write the 42 header bytes for @payload_len bytes of
+ * payload already placed at @frame + QPS_HDRS_LEN, computing the IPv4 header
+ * and UDP checksums. Returns the frame length, or -EMSGSIZE when the IPv4
+ * total length would exceed 65535.
+ */
+int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
+		    size_t payload_len);
+
+/*
+ * qps_frame_parse - validate a received frame. Returns QPS_RX_OK (0) and
+ * fills @info, or the enum qps_rx_reason that rejected it. Trailing bytes
+ * beyond the IPv4 total length (Ethernet padding) are allowed.
+ */
+enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
+				   struct qps_frame_info *info);
+
+/* Internet checksum helpers (RFC 1071), host-independent: words are summed
+ * in memory order and qps_csum_fold returns the complemented 16-bit value
+ * to store as is (memcpy) in a header; over data that includes a correct
+ * checksum it returns 0. Chained partial sums need even lengths except for
+ * the last chunk. */
+uint32_t qps_csum_partial(const void *buf, size_t len, uint32_t sum);
+uint16_t qps_csum_fold(uint32_t sum);
+
+/* 01:00:5e + low 23 bits of the group (network order). */
+void qps_mcast_mac(uint32_t group, uint8_t mac[6]);
+
+const char *qps_rx_reason_str(enum qps_rx_reason r);
+
+#endif /* QPS_FRAMES_H */

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Diagnostics go to stderr. Errors a caller cannot see in a return code
+ * alone (why a device failed to open) are printed once where detected;
+ * debug lines only with QPS_LOG=debug.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qps_int.h"
+
+static void qps_vlog(const char *fmt, va_list ap)
+{
+	char line[512];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	fprintf(stderr, "qpsock: %s\n", line);
+}
+
+void qps_log_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	qps_vlog(fmt, ap);
+	va_end(ap);
+}
+
+void qps_log_dbg(const char *fmt, ...)
+{
+	const char *lvl = getenv("QPS_LOG");
+	va_list ap;
+
+	if (!lvl || strcmp(lvl, "debug"))
+		return;
+	va_start(ap, fmt);
+	qps_vlog(fmt, ap);
+	va_end(ap);
+}

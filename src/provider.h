@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The provider boundary (not installed). The core speaks verbs across it:
+ * WR chains in, struct ibv_wc out, struct ibv_flow_attr for steering. A WR
+ * chain posted in one call is one doorbell on every provider.
+ *
+ * Error convention differs from libibverbs on purpose: every op returns 0,
+ * a count, or -errno, like the rest of qpsock.
+ *
+ * Objects are small base structs that a provider embeds at the start of its
+ * own (container_of); the core only reads the base fields.
+ */
+#ifndef QPS_PROVIDER_H
+#define QPS_PROVIDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <infiniband/verbs.h>
+
+struct qps_provider_ops;
+
+struct qps_dev {
+	/* The filled table from qps_provider_find (never a NULL op). The core
+	 * sets it right after ops->open() succeeds; a provider leaves it. */
+	const struct qps_provider_ops *ops;
+};
+
+struct qps_cq {
+	struct qps_dev *dev;
+	int cqe; /* usable entries */
+};
+
+struct qps_qp {
+	struct qps_dev *dev;
+	uint32_t qp_num;
+	enum ibv_qp_type qp_type;
+	struct qps_cq *send_cq;
+	struct qps_cq *recv_cq;
+	struct ibv_qp_cap cap; /* as granted */
+};
+
+struct qps_mr {
+	struct qps_dev *dev;
+	void *addr;
+	size_t length;
+	uint32_t lkey;
+};
+
+struct qps_flow {
+	struct qps_qp *qp;
+};
+
+struct qps_dev_attr {
+	const char *dev;	/* wire / netdev / RDMA device; NULL = default */
+	bool addr_set;
+	struct in_addr addr;	/* requested local IPv4 address */
+};
+
+enum qps_dev_caps {
+	QPS_DEV_CAP_MLX4_SQ = 1 << 0,	/* mlx4_sq op works: direct WQE path */
+	QPS_DEV_CAP_FLOW = 1 << 1,	/* create_flow with ETH/IPv4/UDP specs */
+};
+
+struct qps_dev_info {
+	char name[64];
+	uint8_t mac[6];
+	struct in_addr addr;
+	uint32_t mtu;		/* L3 MTU */
+	uint32_t max_qp_wr;
+	uint32_t max_cqe;
+	uint32_t max_inline;	/* bytes of inline data per send WQE */
+	uint32_t caps;		/* enum qps_dev_caps */
+};
+
+struct qps_qp_init_attr {
+	enum ibv_qp_type qp_type;	/* IBV_QPT_RAW_PACKET (emu, packet) */
+	struct qps_cq *send_cq;
+	struct qps_cq *recv_cq;
+	struct ibv_qp_cap cap;
+	bool sq_sig_all;
+};
+
+/* Device counters; providers add to what they can observe, 0 otherwise. */
+struct qps_dev_counters {
+	uint64_t wqes;		/* send WQEs consumed by the device */
+	uint64_t doorbells;	/* doorbell register writes (or kicks) */
+	uint64_t bf_writes;	/* BlueFlame register writes */
+	uint64_t tx_cqes;
+	uint64_t rx_cqes;
+	uint64_t tx_drops;	/* frames the device could not send */
+	uint64_t rx_drops;	/* frames the device could not place */
+	uint64_t rx_no_rule;	/* no steering rule matched */
+	uint64_t rx_no_buf;	/* no receive WQE posted */
+	uint64_t rx_cq_overrun;	/* receive CQ full */
+};
+
+/*
+ * The mlx4 direct path: what mlx4dv_init_obj gives for a QP, plus the two
+ * MMIO writes. On hardware @db_write is a 32-bit store to UAR +
+ * MLX4_SEND_DOORBELL and @bf_copy a 64-byte-granular WC copy; on emu they
+ * are the device's register handlers. The core writes WQEs into @buf with
+ * the infiniband/mlx4dv.h helpers, owner word last, then rings.
+ */
+struct qps_mlx4_sq {
+	void *buf;		/* SQ ring: wqe_cnt WQEBBs of 1 << wqe_shift */
+	uint32_t wqe_cnt;	/* power of two */
+	int wqe_shift;		/* >= 6 */
+	uint32_t spare_wqes;	/* prefetch headroom: (2048 >> shift) + 1 */
+	uint32_t max_post;	/* wqe_cnt - spare_wqes */
+	uint32_t doorbell_qpn;	/* big-endian qpn << 8, as mlx4dv_qp */
+	uint64_t *wrid;		/* wr_id per WQE index, reported in ibv_wc */
+	uint32_t *head;		/* producer index shared with post_send */
+	const uint32_t *tail;	/* completion index, advanced by poll_cq */
+	void (*db_write)(struct qps_qp *qp, uint32_t be_val);
+	void *bf_reg;		/* BlueFlame register, NULL if none */
+	uint32_t bf_buf_size;	/* half of the register: 256 on ConnectX-3 */
+	void (*bf_copy)(struct qps_qp *qp, void *dst, const void *src,
+			size_t len);
+};
+
+struct qps_provider_ops {
+	size_t size;		/* sizeof the provider's table */
+	const char *name;
+
+	int (*open)(const struct qps_dev_attr *attr, struct qps_dev **dev_out);
+	int (*close)(struct qps_dev *dev);
+	int (*query)(struct qps_dev *dev, struct qps_dev_info *info);
+	int (*counters)(struct qps_dev *dev, struct qps_dev_counters *out);
+
+	/* Memory the device can write into (receive buffers). Providers
+	 * without special memory leave these unset; the core then uses
+	 * aligned heap memory. */
+	int (*alloc_buf)(struct qps_dev *dev, size_t len, void **addr_out);
+	int (*free_buf)(struct qps_dev *dev, void *addr, size_t len);
+	int (*reg_mr)(struct qps_dev *dev, void *addr, size_t len,
+		      struct qps_mr **mr_out);
+	int (*dereg_mr)(struct qps_mr *mr);
+
+	int (*create_cq)(struct qps_dev *dev, int cqe, struct qps_cq **cq_out);
+	int (*destroy_cq)(struct qps_cq *cq);
+	int (*poll_cq)(struct qps_cq *cq, int num, struct ibv_wc *wc);
+	/* Arm: the next CQE makes get_event_fd readable. */
+	int (*req_notify_cq)(struct qps_cq *cq);
+	int (*get_event_fd)(struct qps_dev *dev);
+	/* Drain the event fd; returns the number of events consumed. */
+	int (*ack_events)(struct qps_dev *dev);
+
+	int (*create_qp)(struct qps_dev *dev,
+			 const struct qps_qp_init_attr *attr,
+			 struct qps_qp **qp_out);
+	int (*destroy_qp)(struct qps_qp *qp);
+	int (*post_send)(struct qps_qp *qp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr);
+	int (*post_recv)(struct qps_qp *qp, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr);
+	int (*mlx4_sq)(struct qps_qp *qp, struct qps_mlx4_sq *out);
+
+	int (*create_flow)(struct qps_qp *qp, struct ibv_flow_attr *attr,
+			   struct qps_flow **flow_out);
+	int (*destroy_flow)(struct qps_flow *flow);
+	/* L2 multicast membership (and IGMP where there is a kernel). */
+	int (*mcast_attach)(struct qps_dev *dev, struct in_addr group,
+			    struct in_addr source);
+	int (*mcast_detach)(struct qps_dev *dev, struct in_addr group,
+			    struct in_addr source);
+
+	/* Next-hop MAC for an IPv4 destination on this port. */
+	int (*resolve)(struct qps_dev *dev, struct in_addr dst,
+		       uint8_t mac_out[6]);
+	/* Changes when any resolution may have changed (port left, address
+	 * moved): cached destinations are stale once it differs. */
+	uint64_t (*route_gen)(struct qps_dev *dev);
+};
+
+/* In-tree providers; a provider not built is simply absent. */
+extern const struct qps_provider_ops qps_emu_ops;
+#ifdef QPS_HAVE_VERBS
+extern const struct qps_provider_ops qps_verbs_ops;
+#endif
+#ifdef QPS_HAVE_PACKET
+extern const struct qps_provider_ops qps_packet_ops;
+#endif
+
+/*
+ * qps_provider_find - the filled ops table of the provider called @name:
+ * every op the provider left NULL (or that lies beyond its @size) is a stub
+ * returning -EOPNOTSUPP. -ENOENT for an unknown name.
+ */
+int qps_provider_find(const char *name, const struct qps_provider_ops **ops);
+
+/*
+ * qps_provider_fill - copy the first @raw->size bytes of @raw into @out and
+ * replace every op that is NULL or not wholly within them by its stub; sets
+ * @out->size to sizeof(*out). -EINVAL when @raw has no name. The registry
+ * uses it for each provider; tests use it on their own tables.
+ */
+int qps_provider_fill(const struct qps_provider_ops *raw,
+		      struct qps_provider_ops *out);
+
+/* Pack ETH/IPv4/UDP specs into @buf (>= QPS_FLOW_ATTR_MAX bytes, aligned
+ * for struct ibv_flow_attr). ETH is always present (dst_mac masked only
+ * with match_mac), IPv4 when an address or port is set, UDP when a port is
+ * set; a zero address or port has a zero mask (wildcard). The layout is
+ * described in flow_attr.c. Returns the attr, at the start of @buf. */
+#define QPS_FLOW_ATTR_MAX 256
+
+struct qps_flow_match {
+	uint8_t dst_mac[6];
+	bool match_mac;
+	uint32_t dst_ip, src_ip;	/* network order, 0 = any */
+	uint16_t dst_port, src_port;	/* network order, 0 = any */
+	uint16_t priority;		/* lower = stronger */
+	enum ibv_flow_attr_type type;	/* NORMAL, MC_DEFAULT, ALL_DEFAULT */
+};
+
+struct ibv_flow_attr *qps_flow_attr_build(void *buf,
+					  const struct qps_flow_match *m);
+
+#endif /* QPS_PROVIDER_H */

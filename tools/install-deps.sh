@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# install-deps.sh - install what qpsock's build and tests need on Debian 12.
+#
+# Idempotent: when every package is already installed it does nothing (no
+# apt-get update, no root needed), so the other scripts can call it on every
+# run. Otherwise it runs apt-get as root, through sudo when not root.
+#
+# Environment: QPS_SKIP_DEPS=1 skips the step entirely.
+set -euo pipefail
+
+# build-essential: gcc, g++ (header check), make, binutils (nm), libasan/ubsan
+# cmake, pkg-config: configure; libibverbs-dev (+ mlx4dv.h), rdma-core,
+# ibverbs-providers (libmlx4): verbs and the mlx4 direct path;
+# libnl-*-dev: route resolution; libcunit1-dev: tests; iproute2: ip(8).
+PKGS=(
+	build-essential
+	cmake
+	pkg-config
+	rdma-core
+	libibverbs-dev
+	ibverbs-providers
+	libnl-3-dev
+	libnl-route-3-dev
+	libcunit1-dev
+	iproute2
+)
+
+if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then
+	echo "install-deps: skipped (QPS_SKIP_DEPS=1)"
+	exit 0
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+	st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	if [[ "$st" != installed ]]; then
+		missing+=("$p")
+	fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+	echo "install-deps: all ${#PKGS[@]} packages already installed"
+	exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "install-deps: apt-get not found; install by hand: ${missing[*]}" >&2
+	exit 1
+fi
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO=(sudo)
+	else
+		echo "install-deps: missing ${missing[*]}; run as root or install sudo" >&2
+		exit 1
+	fi
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+	apt-get install -y --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

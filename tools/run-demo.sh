@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# shellcheck disable=SC2317 # functions run indirectly (trap, step)
+#
+# run-demo.sh - install dependencies, build, and run examples/qps_demo on the
+# emu provider: a receiver process in the background and a sender process,
+# attached to a shared-memory wire with a name unique to this run.
+#
+# Exit status: 0 when both processes succeeded, 1 otherwise.
+# Environment: QPS_SKIP_DEPS=1 (skip install-deps), QPS_BUILD_DIR (default
+# build), QPS_DEMO_COUNT (datagrams, default 10), QPS_JOBS (build jobs).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+bdir=${QPS_BUILD_DIR:-build}
+count=${QPS_DEMO_COUNT:-10}
+port=9000
+recv_ip=198.18.0.10
+send_ip=198.18.0.11
+wire="qpsdemo-$$-$RANDOM"
+rpid=
+tmp=
+
+cleanup() {
+	if [[ -n "$rpid" ]] && kill -0 "$rpid" 2>/dev/null; then
+		kill "$rpid" 2>/dev/null || true
+		wait "$rpid" 2>/dev/null || true
+	fi
+	rm -f "/dev/shm/qpsock-emu-$wire" "/dev/shm/qpsock-emu-$wire".* \
+		"/dev/shm/qpsock-emu-$wire"-*
+	if [[ -n "$tmp" ]]; then
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+bash tools/install-deps.sh
+bash tools/build.sh "$bdir"
+
+if [[ "$bdir" = /* ]]; then
+	demo="$bdir/examples/qps_demo"
+else
+	demo="$root/$bdir/examples/qps_demo"
+fi
+if [[ ! -x "$demo" ]]; then
+	echo "run-demo: FAIL: $demo was not built" >&2
+	exit 1
+fi
+
+tmp=$(mktemp -d)
+recv_cmd=("$demo" recv -P emu -w "$wire" -a "$recv_ip" -p "$port" -n "$count")
+send_cmd=("$demo" send -P emu -w "$wire" -a "$send_ip" -d "$recv_ip"
+	-p "$port" -n "$count")
+
+echo
+echo "run-demo: wire '$wire'"
+echo "run-demo: receiver: ${recv_cmd[*]}"
+"${recv_cmd[@]}" > "$tmp/recv.log" 2>&1 &
+rpid=$!
+
+# Start the sender once the receiver is bound (its "listening on" line), so
+# the first datagrams are not sent to a port nobody holds yet. The sender
+# also retries resolution by itself for 5 s.
+for ((i = 0; i < 100; i++)); do
+	if grep -q 'listening on' "$tmp/recv.log" 2>/dev/null; then
+		break
+	fi
+	if ! kill -0 "$rpid" 2>/dev/null; then
+		break
+	fi
+	sleep 0.1
+done
+
+echo "run-demo: sender:   ${send_cmd[*]}"
+src=0
+timeout 60 "${send_cmd[@]}" > "$tmp/send.log" 2>&1 || src=$?
+
+# A failed sender means the receiver cannot succeed: stop it now.
+if [[ $src -ne 0 ]] && kill -0 "$rpid" 2>/dev/null; then
+	echo "run-demo: sender failed; killing the receiver"
+	kill "$rpid" 2>/dev/null || true
+fi
+# The receiver waits at most 5 s per datagram; give it a bounded time.
+rrc=0
+for ((i = 0; i < 600; i++)); do
+	if ! kill -0 "$rpid" 2>/dev/null; then
+		break
+	fi
+	sleep 0.1
+done
+if kill -0 "$rpid" 2>/dev/null; then
+	echo "run-demo: receiver still running after 60 s; killing it" >&2
+	kill "$rpid" 2>/dev/null || true
+fi
+wait "$rpid" || rrc=$?
+rpid=
+
+echo
+echo "---- receiver (exit $rrc) ----"
+cat "$tmp/recv.log"
+echo "---- sender (exit $src) ----"
+cat "$tmp/send.log"
+echo
+
+if [[ $rrc -eq 0 && $src -eq 0 ]]; then
+	echo "run-demo: PASS: $count datagrams $send_ip -> $recv_ip:$port on emu wire '$wire'"
+	exit 0
+fi
+echo "run-demo: FAIL: receiver exit $rrc, sender exit $src"
+exit 1

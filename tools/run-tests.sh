@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# shellcheck disable=SC2317 # functions run indirectly (trap, step)
+#
+# run-tests.sh - everything CI checks, in order:
+#   deps        tools/install-deps.sh
+#   headers     tools/check-headers.sh (C and C++, version script vs header)
+#   build       tools/build.sh build (-Werror)
+#   symbols     libqpsock.so exports exactly the header's functions
+#   ctest       ctest --output-on-failure in build
+#   build-asan  tools/build.sh build-asan -DQPS_SANITIZE=address (ASan+UBSan)
+#   ctest-asan  ctest --output-on-failure in build-asan
+#   install     cmake --install into a temporary prefix, then a consumer
+#               built with find_package(qpsock) and one with pkg-config
+#   demo        tools/run-demo.sh (two processes on an emu wire)
+# A failed step does not stop independent later steps; the exit status is
+# non-zero if any step failed, and the last line is a plain summary.
+#
+# Environment: QPS_SKIP_DEPS=1, QPS_JOBS (build jobs, default 2),
+# QPS_CTEST_JOBS (default 1), QPS_CTEST_BUDGET (seconds per ctest run,
+# default 600), ASAN_OPTIONS / UBSAN_OPTIONS (defaults below).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+ctest_jobs=${QPS_CTEST_JOBS:-1}
+ctest_budget=${QPS_CTEST_BUDGET:-600}
+start=$(date +%s)
+tmp=$(mktemp -d)
+# emu wires of the install check, removed on exit (steps run in subshells).
+wire_cmake="qpsck-$$-c"
+wire_pc="qpsck-$$-p"
+wires=("$wire_cmake" "$wire_pc")
+passed=()
+failed=()
+skipped=()
+
+cleanup() {
+	local w
+	for w in "${wires[@]}"; do
+		rm -f "/dev/shm/qpsock-emu-$w" "/dev/shm/qpsock-emu-$w".* \
+			"/dev/shm/qpsock-emu-$w"-*
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# step NAME FUNCTION: run FUNCTION with errexit in a subshell and record it.
+step() {
+	local name=$1 t0 rc
+	shift
+	echo
+	echo "==== $name ===="
+	t0=$(date +%s)
+	set +e
+	(set -e; "$@")
+	rc=$?
+	set -e
+	if [[ $rc -eq 0 ]]; then
+		passed+=("$name")
+		echo "==== $name: ok ($(($(date +%s) - t0))s) ===="
+	else
+		failed+=("$name")
+		echo "==== $name: FAILED (exit $rc, $(($(date +%s) - t0))s) ====" >&2
+	fi
+	return 0
+}
+
+skip() {
+	skipped+=("$1")
+	echo
+	echo "==== $1: skipped ($2) ===="
+}
+
+ok() {
+	local s
+	for s in "${passed[@]}"; do
+		[[ "$s" == "$1" ]] && return 0
+	done
+	return 1
+}
+
+header_functions() {
+	"${CC:-gcc}" -E -P -x c include/qpsock/qpsock.h |
+		grep -oE '\bqps_[a-z0-9_]+[[:space:]]*\(' |
+		sed -E 's/[[:space:]]*\($//' | sort -u
+}
+
+check_symbols() {
+	local lib
+	lib=$(find build -name 'libqpsock.so' -print -quit)
+	if [[ -z "$lib" ]]; then
+		echo "symbols: libqpsock.so not found under build/" >&2
+		return 1
+	fi
+	header_functions > "$tmp/header.syms"
+	# Defined dynamic symbols other than the version node itself.
+	nm -D --defined-only "$lib" | awk '$2 != "A" { print $3 }' |
+		sort -u > "$tmp/lib.raw"
+	if grep -v '@@QPSOCK_0\.1$' "$tmp/lib.raw" > "$tmp/unversioned"; then
+		echo "symbols: exported outside QPSOCK_0.1:" >&2
+		cat "$tmp/unversioned" >&2
+		return 1
+	fi
+	sed 's/@.*//' "$tmp/lib.raw" | sort -u > "$tmp/lib.syms"
+	if ! diff -u "$tmp/header.syms" "$tmp/lib.syms" > "$tmp/sym.diff"; then
+		echo "symbols: exports differ from qpsock.h (- header only, + library only):" >&2
+		tail -n +3 "$tmp/sym.diff" >&2
+		return 1
+	fi
+	echo "symbols: $lib exports the $(wc -l < "$tmp/lib.syms") functions of qpsock.h"
+}
+
+run_ctest() {
+	local bdir=$1
+	# timeout signals ctest's whole process group, test children included.
+	timeout --kill-after=30 "$ctest_budget" \
+		ctest --test-dir "$bdir" --output-on-failure -j "$ctest_jobs"
+}
+
+# A trivial sanitized program must run here first; LeakSanitizer needs
+# ptrace-like rights that some containers lack, and then only leak checks
+# are turned off (with a message), not the sanitizers.
+asan_env() {
+	local probe=$tmp/asan-probe
+	printf 'int main(void) { return 0; }\n' > "$probe.c"
+	"${CC:-gcc}" -fsanitize=address,undefined "$probe.c" -o "$probe"
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+	if "$probe" > "$tmp/asan-probe.log" 2>&1; then
+		return 0
+	fi
+	if ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" "$probe" > /dev/null 2>&1; then
+		echo "ctest-asan: LeakSanitizer does not work here; running with detect_leaks=0:"
+		sed 's/^/  /' "$tmp/asan-probe.log"
+		export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+		return 0
+	fi
+	echo "ctest-asan: a trivial ASan program fails on this machine:" >&2
+	sed 's/^/  /' "$tmp/asan-probe.log" >&2
+	echo "  (on kernels with vm.mmap_rnd_bits > 28, try: sysctl vm.mmap_rnd_bits=28)" >&2
+	return 1
+}
+
+ctest_asan() {
+	asan_env
+	echo "ASAN_OPTIONS=$ASAN_OPTIONS"
+	echo "UBSAN_OPTIONS=$UBSAN_OPTIONS"
+	run_ctest build-asan
+}
+
+install_check() {
+	local prefix=$tmp/prefix libdir pc pcflags
+	cmake --install build --prefix "$prefix"
+	libdir=$(dirname "$(find "$prefix" -name 'libqpsock.so' -print -quit)")
+	if [[ ! -f "$libdir/libqpsock.so" ]]; then
+		echo "install: no libqpsock.so under $prefix" >&2
+		return 1
+	fi
+	test -f "$prefix/include/qpsock/qpsock.h"
+	test -f "$libdir/pkgconfig/qpsock.pc"
+	test -f "$libdir/cmake/qpsock/qpsockConfig.cmake"
+	echo "install: ok: $prefix (libdir ${libdir#"$prefix"/})"
+
+	# 1. CMake consumer: find_package(qpsock) + qpsock::qpsock.
+	cmake -S tools/consumer-check -B "$tmp/consumer-cmake" \
+		-DCMAKE_PREFIX_PATH="$prefix"
+	cmake --build "$tmp/consumer-cmake"
+	LD_LIBRARY_PATH="$libdir" "$tmp/consumer-cmake/consumer" "$wire_cmake"
+
+	# 2. pkg-config consumer: qpsock.pc is relative to its own location,
+	# so the staged prefix needs no rewriting.
+	pc="$libdir/pkgconfig/qpsock.pc"
+	# shellcheck disable=SC2016 # a literal ${pcfiledir}
+	grep -q '^prefix=${pcfiledir}/' "$pc"
+	export PKG_CONFIG_PATH="$libdir/pkgconfig"
+	pkg-config --exists --print-errors qpsock
+	pcflags=$(pkg-config --cflags --libs qpsock)
+	echo "install: pkg-config --cflags --libs qpsock: $pcflags"
+	# shellcheck disable=SC2086 # pcflags is a list of words
+	"${CC:-cc}" -Wall -Wextra -Werror -o "$tmp/consumer-pc" \
+		tools/consumer-check/main.c $pcflags
+	LD_LIBRARY_PATH="$libdir" "$tmp/consumer-pc" "$wire_pc"
+}
+
+step deps bash tools/install-deps.sh
+step headers bash tools/check-headers.sh
+step build bash tools/build.sh build
+if ok build; then
+	step symbols check_symbols
+	step ctest run_ctest build
+	step install install_check
+else
+	skip symbols "build failed"
+	skip ctest "build failed"
+	skip install "build failed"
+fi
+step build-asan bash tools/build.sh build-asan \
+	-DQPS_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug
+if ok build-asan; then
+	step ctest-asan ctest_asan
+else
+	skip ctest-asan "build-asan failed"
+fi
+if ok build; then
+	step demo env QPS_SKIP_DEPS=1 bash tools/run-demo.sh
+else
+	skip demo "build failed"
+fi
+
+elapsed=$(($(date +%s) - start))
+echo
+if [[ ${#failed[@]} -eq 0 && ${#skipped[@]} -eq 0 ]]; then
+	echo "run-tests: PASS: ${#passed[@]} steps (${passed[*]}) in ${elapsed}s"
+	exit 0
+fi
+echo "run-tests: FAIL: failed: ${failed[*]:-none}; skipped: ${skipped[*]:-none}; passed: ${passed[*]:-none} (${elapsed}s)"
+exit 1
