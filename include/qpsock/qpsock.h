@@ -149,6 +149,8 @@ struct qps_stats {
 	uint64_t rx_cqes;
 	uint64_t dev_tx_drops;		/* frames the device could not send */
 	uint64_t dev_rx_drops;		/* frames the device could not place */
+	/* send path: doorbells and flushes */
+	/* multicast and demultiplexing */
 };
 
 /**
@@ -259,6 +261,14 @@ int qps_set_nonblock(struct qps_ep *ep, int on);
  * the endpoint; closed by qps_ep_close.
  */
 int qps_ep_fd(struct qps_ep *ep);
+
+/*
+ * Batched sends and doorbells.
+ */
+
+/*
+ * Multicast membership and per-packet metadata.
+ */
 
 #ifdef __cplusplus
 }
