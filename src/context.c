@@ -42,6 +42,49 @@ int qps_ctx_check(struct qps_ctx *ctx)
 	return ctx ? 0 : -EINVAL;
 }
 
+/* The send path: attr, else $QPS_TX_PATH, else auto; auto is direct
+ * where the provider exposes an mlx4 send queue. */
+static int qps_ctx_tx_path(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
+{
+	uint32_t path = QPS_TX_PATH_AUTO;
+	const char *env;
+
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_TX_PATH)) {
+		path = attr->tx_path;
+	} else if ((env = getenv("QPS_TX_PATH")) && *env) {
+		if (!strcmp(env, "generic"))
+			path = QPS_TX_PATH_GENERIC;
+		else if (!strcmp(env, "direct"))
+			path = QPS_TX_PATH_DIRECT;
+		else if (strcmp(env, "auto"))
+			return -EINVAL;
+	}
+	if (path > QPS_TX_PATH_DIRECT)
+		return -EINVAL;
+	if (path == QPS_TX_PATH_AUTO)
+		path = (ctx->info.caps & QPS_DEV_CAP_MLX4_SQ) ?
+		       QPS_TX_PATH_DIRECT : QPS_TX_PATH_GENERIC;
+	if (path == QPS_TX_PATH_DIRECT &&
+	    !(ctx->info.caps & QPS_DEV_CAP_MLX4_SQ))
+		return -EOPNOTSUPP;
+	ctx->tx_path = path;
+	return 0;
+}
+
+static int qps_ctx_db_delay(struct qps_ctx *ctx,
+			    const struct qps_ctx_attr *attr)
+{
+	uint32_t us = QPS_DB_DELAY_DEFAULT_US;
+
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_DB_DELAY)) {
+		if (attr->db_delay_us > QPS_DB_DELAY_MAX_US)
+			return -EINVAL;
+		us = attr->db_delay_us;
+	}
+	ctx->db_delay_ns = (uint64_t)us * 1000u;
+	return 0;
+}
+
 static int qps_ctx_flows(struct qps_ctx *ctx)
 {
 	uint8_t buf[QPS_FLOW_ATTR_MAX] __attribute__((aligned(8)));
@@ -205,9 +248,13 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ret = qps_depth(attr, QPS_CTX_ATTR_RX_DEPTH,
 				attr ? attr->rx_depth : 0, &ctx->rx_depth);
 	if (!ret)
+		ret = qps_ctx_db_delay(ctx, attr);
+	if (!ret)
 		ret = qps_ctx_eps(ctx, attr);
 	if (!ret)
 		ret = qps_ctx_open_dev(ctx, attr);
+	if (!ret)
+		ret = qps_ctx_tx_path(ctx, attr);
 	if (ret < 0)
 		goto err;
 	if (ctx->info.mtu < QPS_IP_HLEN + QPS_UDP_HLEN) {
@@ -252,8 +299,9 @@ int qps_ctx_destroy(struct qps_ctx *ctx)
 	if (ret < 0)
 		return ret;
 	qps_ep_release_all(ctx);
+	qps_db_stop(ctx);
 	pthread_mutex_lock(&ctx->tx_lock);
-	qps_tx_flush_locked(ctx);
+	qps_db_ring_locked(ctx, QPS_TXF_CLOSE);
 	qps_tx_reap_locked(ctx);
 	pthread_mutex_unlock(&ctx->tx_lock);
 	qps_ctx_teardown(ctx);
@@ -269,7 +317,7 @@ int qps_ctx_progress(struct qps_ctx *ctx)
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&ctx->tx_lock);
-	qps_tx_flush_locked(ctx);
+	qps_db_ring_locked(ctx, QPS_TXF_POLL);
 	n = qps_tx_reap_locked(ctx);
 	pthread_mutex_unlock(&ctx->tx_lock);
 	if (n < 0)
@@ -333,13 +381,17 @@ int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
 	memset(&dc, 0, sizeof(dc));
 	if (ctx->ops->counters(ctx->dev, &dc) == 0) {
 		all.wqes = dc.wqes;
-		all.doorbells = dc.doorbells;
+		/* A BlueFlame write rings the device too (it is how the
+		 * direct path rings a small last WQE). */
+		all.doorbells = dc.doorbells + dc.bf_writes;
 		all.bf_writes = dc.bf_writes;
 		all.tx_cqes = dc.tx_cqes;
 		all.rx_cqes = dc.rx_cqes;
 		all.dev_tx_drops = dc.tx_drops;
 		all.dev_rx_drops = dc.rx_drops;
 	}
+	if (all.tx_wqes)
+		all.tx_db_ppm = all.tx_doorbells * 1000000u / all.tx_wqes;
 	if (size > sizeof(all))
 		size = sizeof(all);
 	if (size)

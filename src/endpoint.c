@@ -4,6 +4,12 @@
  * context's table until the context is destroyed: a closed endpoint's slot
  * is reused only after every other free slot (FIFO), so a stale handle
  * reads a closed state and returns -EBADF instead of touching freed memory.
+ *
+ * The endpoint table, bind and connect run under ctx->ctl_lock and publish
+ * into the demux tables (demux.c), which the receive path reads without
+ * it. Closing unlinks the endpoint from every table, waits one grace
+ * period (no poller can still be delivering to it), then drains its queue
+ * and frees the slot; no per-packet reference on the endpoint is needed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,9 +23,18 @@
 
 int qps_ep_check(struct qps_ep *ep)
 {
-	if (!ep || ep->state != QPS_EP_OPEN)
+	/* Acquire: pairs with the release in qps_ep_set_state(). */
+	if (!ep || __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) != QPS_EP_OPEN)
 		return -EBADF;
 	return 0;
+}
+
+/* Written under ctl_lock (and rx_lock when closing); read without a lock
+ * by every call's qps_ep_check(). */
+static void qps_ep_set_state(struct qps_ep *ep, enum qps_ep_state st)
+{
+	/* Release: the endpoint is set up before a call sees it open. */
+	__atomic_store_n(&ep->state, st, __ATOMIC_RELEASE);
 }
 
 int qps_sin_check(const struct sockaddr *addr, socklen_t len,
@@ -35,17 +50,14 @@ int qps_sin_check(const struct sockaddr *addr, socklen_t len,
 	return 0;
 }
 
-static struct qps_ep **qps_bind_bucket(struct qps_ctx *ctx, uint16_t port)
-{
-	return &ctx->bind_tab[ntohs(port) % QPS_BIND_BUCKETS];
-}
-
+/* Under ctl_lock, which every writer of the bind table holds. */
 static bool qps_port_conflict(struct qps_ctx *ctx, const struct qps_ep *ep,
 			      uint32_t addr, uint16_t port)
 {
 	const struct qps_ep *o;
 
-	for (o = *qps_bind_bucket(ctx, port); o; o = o->bind_next) {
+	o = ctx->bind_tab[ntohs(port) % QPS_BIND_BUCKETS];
+	for (; o; o = o->bind_next) {
 		if (o->local.sin_port != port)
 			continue;
 		if (o->local.sin_addr.s_addr != INADDR_ANY &&
@@ -60,7 +72,6 @@ static bool qps_port_conflict(struct qps_ctx *ctx, const struct qps_ep *ep,
 static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 {
 	struct qps_ctx *ctx = ep->ctx;
-	struct qps_ep **bucket;
 	uint32_t span = QPS_EPHEMERAL_HI - QPS_EPHEMERAL_LO + 1;
 	uint32_t i;
 
@@ -85,39 +96,34 @@ static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 	ep->local.sin_family = AF_INET;
 	ep->local.sin_addr.s_addr = addr;
 	ep->local.sin_port = port;
-	bucket = qps_bind_bucket(ctx, port);
-	ep->bind_next = *bucket;
-	*bucket = ep;
-	ep->bound = true;
+	qps_bind_link_locked(ep);
+	/* Release: ep->local is set before a sender that sees bound
+	 * (acquire in qps_ep_autobind) builds a frame from it. */
+	__atomic_store_n(&ep->bound, true, __ATOMIC_RELEASE);
 	return 0;
 }
 
 static void qps_unbind_locked(struct qps_ep *ep)
 {
-	struct qps_ep **pp;
-
 	if (!ep->bound)
 		return;
-	for (pp = qps_bind_bucket(ep->ctx, ep->local.sin_port); *pp;
-	     pp = &(*pp)->bind_next) {
-		if (*pp == ep) {
-			*pp = ep->bind_next;
-			break;
-		}
-	}
-	ep->bound = false;
+	qps_bind_unlink_locked(ep);
+	__atomic_store_n(&ep->bound, false, __ATOMIC_RELAXED);
 }
 
 int qps_ep_autobind(struct qps_ep *ep)
 {
 	int ret = 0;
 
-	if (ep->bound)
+	/* Acquire: pairs with the release in qps_bind_locked(). */
+	if (__atomic_load_n(&ep->bound, __ATOMIC_ACQUIRE))
 		return 0;
-	pthread_mutex_lock(&ep->ctx->rx_lock);
-	if (!ep->bound)
+	pthread_mutex_lock(&ep->ctx->ctl_lock);
+	if (qps_ep_check(ep) < 0)
+		ret = -EBADF;
+	else if (!ep->bound)
 		ret = qps_bind_locked(ep, INADDR_ANY, 0);
-	pthread_mutex_unlock(&ep->ctx->rx_lock);
+	pthread_mutex_unlock(&ep->ctx->ctl_lock);
 	return ret;
 }
 
@@ -144,6 +150,7 @@ static int qps_ep_fds(struct qps_ep *ep)
 	return 0;
 }
 
+/* Under ctl_lock; nothing can reach @ep any more. */
 static void qps_ep_free_locked(struct qps_ep *ep)
 {
 	struct qps_ctx *ctx = ep->ctx;
@@ -155,6 +162,8 @@ static void qps_ep_free_locked(struct qps_ep *ep)
 	ep->epfd = ep->efd = -1;
 	free(ep->rxq);
 	ep->rxq = NULL;
+	free(ep->rxts);
+	ep->rxts = NULL;
 	ep->free_next = NULL;
 	if (ctx->free_tail)
 		ctx->free_tail->free_next = ep;
@@ -178,10 +187,10 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	if (type != QPS_EP_DGRAM)
 		return -EINVAL;
 
-	pthread_mutex_lock(&ctx->rx_lock);
+	pthread_mutex_lock(&ctx->ctl_lock);
 	ep = ctx->free_head;
 	if (!ep) {
-		pthread_mutex_unlock(&ctx->rx_lock);
+		pthread_mutex_unlock(&ctx->ctl_lock);
 		return -EMFILE;
 	}
 	ctx->free_head = ep->free_next;
@@ -197,23 +206,40 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	ep->rxq = calloc(ep->rxq_cap, sizeof(*ep->rxq));
 	ret = ep->rxq ? qps_ep_fds(ep) : -ENOMEM;
 	if (ret < 0) {
-		ep->state = QPS_EP_CLOSED;
+		qps_ep_set_state(ep, QPS_EP_CLOSED);
 		qps_ep_free_locked(ep);
-		pthread_mutex_unlock(&ctx->rx_lock);
+		pthread_mutex_unlock(&ctx->ctl_lock);
 		return ret;
 	}
-	ep->state = QPS_EP_OPEN;
-	pthread_mutex_unlock(&ctx->rx_lock);
+	qps_ep_set_state(ep, QPS_EP_OPEN);
+	pthread_mutex_unlock(&ctx->ctl_lock);
 	*ep_out = ep;
 	return 0;
 }
 
+/* Under tx_lock and ctl_lock. */
 static void qps_ep_close_locked(struct qps_ep *ep)
 {
+	struct qps_ctx *ctx = ep->ctx;
+
+	/* Receive calls check the state under rx_lock: none of them
+	 * touches the queue after this. */
+	pthread_mutex_lock(&ctx->rx_lock);
+	qps_ep_set_state(ep, QPS_EP_CLOSED);
+	pthread_mutex_unlock(&ctx->rx_lock);
+
+	qps_mcast_leave_all_locked(ep);
+	qps_conn_clear_locked(ep);
 	qps_unbind_locked(ep);
-	qps_rxq_drain_locked(ep);
 	ep->connected = false;
-	ep->state = QPS_EP_CLOSED;
+	/* No table reaches @ep now; after a grace period no poller is
+	 * still delivering to it, so the drain below is final. */
+	qps_epoch_sync(&ctx->rx_epoch, 1);
+	qps_retire_flush(ctx);
+
+	pthread_mutex_lock(&ctx->rx_lock);
+	qps_rxq_drain_locked(ep);
+	pthread_mutex_unlock(&ctx->rx_lock);
 	qps_ep_free_locked(ep);
 }
 
@@ -229,12 +255,12 @@ int qps_ep_close(struct qps_ep *ep)
 	/* What this endpoint queued under MSG_MORE goes out now. */
 	pthread_mutex_lock(&ctx->tx_lock);
 	qps_tx_flush_locked(ctx);
-	pthread_mutex_lock(&ctx->rx_lock);
-	if (ep->state != QPS_EP_OPEN)
+	pthread_mutex_lock(&ctx->ctl_lock);
+	if (qps_ep_check(ep) < 0)
 		ret = -EBADF;
 	else
 		qps_ep_close_locked(ep);
-	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->ctl_lock);
 	pthread_mutex_unlock(&ctx->tx_lock);
 	return ret;
 }
@@ -243,11 +269,13 @@ void qps_ep_release_all(struct qps_ctx *ctx)
 {
 	uint32_t i;
 
-	pthread_mutex_lock(&ctx->rx_lock);
+	pthread_mutex_lock(&ctx->tx_lock);
+	pthread_mutex_lock(&ctx->ctl_lock);
 	for (i = 0; i < ctx->max_ep; i++)
-		if (ctx->eps[i].state == QPS_EP_OPEN)
+		if (qps_ep_check(&ctx->eps[i]) == 0)
 			qps_ep_close_locked(&ctx->eps[i]);
-	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->ctl_lock);
+	pthread_mutex_unlock(&ctx->tx_lock);
 }
 
 static bool qps_local_addr_ok(struct qps_ctx *ctx, uint32_t addr)
@@ -271,9 +299,10 @@ int qps_bind(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 		return ret;
 	if (!qps_local_addr_ok(ep->ctx, sin->sin_addr.s_addr))
 		return -EADDRNOTAVAIL;
-	pthread_mutex_lock(&ep->ctx->rx_lock);
-	ret = qps_bind_locked(ep, sin->sin_addr.s_addr, sin->sin_port);
-	pthread_mutex_unlock(&ep->ctx->rx_lock);
+	pthread_mutex_lock(&ep->ctx->ctl_lock);
+	ret = qps_ep_check(ep) < 0 ? -EBADF :
+	      qps_bind_locked(ep, sin->sin_addr.s_addr, sin->sin_port);
+	pthread_mutex_unlock(&ep->ctx->ctl_lock);
 	return ret;
 }
 
@@ -291,10 +320,12 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 	ctx = ep->ctx;
 	if (addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
 		pthread_mutex_lock(&ctx->tx_lock);
-		pthread_mutex_lock(&ctx->rx_lock);
+		pthread_mutex_lock(&ctx->ctl_lock);
+		qps_conn_clear_locked(ep);
 		ep->connected = false;
 		memset(&ep->peer, 0, sizeof(ep->peer));
-		pthread_mutex_unlock(&ctx->rx_lock);
+		qps_retire_flush(ctx);
+		pthread_mutex_unlock(&ctx->ctl_lock);
 		pthread_mutex_unlock(&ctx->tx_lock);
 		return 0;
 	}
@@ -311,14 +342,21 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 	gen = qps_route_gen(ctx);
 	ret = qps_route_resolve(ctx, sin->sin_addr.s_addr, mac);
 	if (ret == 0) {
-		pthread_mutex_lock(&ctx->rx_lock);
-		ep->peer.sin_family = AF_INET;
-		ep->peer.sin_addr = sin->sin_addr;
-		ep->peer.sin_port = sin->sin_port;
-		memcpy(ep->peer_mac, mac, 6);
-		ep->peer_route_gen = gen;
-		ep->connected = true;
-		pthread_mutex_unlock(&ctx->rx_lock);
+		pthread_mutex_lock(&ctx->ctl_lock);
+		ret = qps_ep_check(ep);
+		if (ret == 0)
+			ret = qps_conn_set_locked(ep, sin->sin_addr.s_addr,
+						  sin->sin_port);
+		if (ret == 0) {
+			ep->peer.sin_family = AF_INET;
+			ep->peer.sin_addr = sin->sin_addr;
+			ep->peer.sin_port = sin->sin_port;
+			memcpy(ep->peer_mac, mac, 6);
+			ep->peer_route_gen = gen;
+			ep->connected = true;
+		}
+		qps_retire_flush(ctx);
+		pthread_mutex_unlock(&ctx->ctl_lock);
 	}
 	pthread_mutex_unlock(&ctx->tx_lock);
 	return ret;
@@ -428,8 +466,15 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		ep->sndtimeo_ms = v;
 		break;
 	case QPS_OPT_PKTINFO:
-		ep->pktinfo = v != 0;
-		break;
+		/* The timestamps ring is allocated once, on first use. */
+		pthread_mutex_lock(&ep->ctx->rx_lock);
+		if (v && !ep->rxts)
+			ep->rxts = calloc(ep->rxq_cap, sizeof(*ep->rxts));
+		ret = v && !ep->rxts ? -ENOMEM : 0;
+		if (!ret)
+			ep->pktinfo = v != 0;
+		pthread_mutex_unlock(&ep->ctx->rx_lock);
+		return ret;
 	}
 	return 0;
 }
@@ -462,7 +507,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		v = ep->sndtimeo_ms;
 		break;
 	case QPS_OPT_PKTINFO:
+		pthread_mutex_lock(&ep->ctx->rx_lock);
 		v = ep->pktinfo;
+		pthread_mutex_unlock(&ep->ctx->rx_lock);
 		break;
 	case QPS_OPT_ERROR:
 		v = ep->error;
@@ -496,5 +543,11 @@ int qps_ep_fd(struct qps_ep *ep)
 	QPS_ERRNO_GUARD;
 	int ret = qps_ep_check(ep);
 
-	return ret < 0 ? ret : ep->epfd;
+	if (ret < 0)
+		return ret;
+	/* From now on the eventfd must follow the queue. */
+	pthread_mutex_lock(&ep->ctx->rx_lock);
+	qps_ep_arm_locked(ep);
+	pthread_mutex_unlock(&ep->ctx->rx_lock);
+	return ep->epfd;
 }

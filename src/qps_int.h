@@ -9,13 +9,14 @@
 #include <stdint.h>
 #include <qpsock/qpsock.h>
 
+#include "demux.h"
 #include "frames.h"
 #include "provider.h"
 
 #define QPS_DEFAULT_DEPTH 256
 #define QPS_MAX_DEPTH 4096
 #define QPS_DEFAULT_MAX_EP 1024
-#define QPS_TX_BATCH_MAX 32	/* WRs chained under MSG_MORE before a post */
+#define QPS_DB_DELAY_MAX_US 1000000	/* QPS_CTX_ATTR_DB_DELAY upper bound */
 #define QPS_RX_POLL_BATCH 32
 #define QPS_BIND_BUCKETS 256
 #define QPS_ROUTE_SLOTS 64
@@ -26,7 +27,8 @@
 
 #define QPS_CTX_ATTR_ALL (QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV | \
 			  QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_TX_DEPTH | \
-			  QPS_CTX_ATTR_RX_DEPTH | QPS_CTX_ATTR_MAX_EP)
+			  QPS_CTX_ATTR_RX_DEPTH | QPS_CTX_ATTR_MAX_EP | \
+			  QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_DB_DELAY)
 
 #ifndef container_of
 #define container_of(ptr, type, member) \
@@ -53,13 +55,14 @@ enum qps_ep_state {
 };
 
 /* A datagram waiting in an endpoint's receive queue: a reference on one
- * receive buffer plus what recvfrom needs. */
+ * receive buffer plus what recvfrom needs (16 bytes). */
 struct qps_rxd {
 	uint32_t buf;
 	uint16_t off;
 	uint16_t len;
 	uint32_t saddr;
 	uint16_t sport;
+	uint16_t meta;		/* 1: ep->rxts holds its timestamp */
 };
 
 struct qps_route_slot {
@@ -67,6 +70,49 @@ struct qps_route_slot {
 	uint64_t gen;
 	uint8_t mac[6];
 	bool valid;
+};
+
+/* Why the send queue's doorbell was rung (struct qps_stats tx_flush_*). */
+enum qps_txf {
+	QPS_TXF_SEND,		/* end of a burst: nothing more followed */
+	QPS_TXF_EXPLICIT,	/* qps_ctx_flush, qps_flush */
+	QPS_TXF_POLL,		/* progress and receive calls */
+	QPS_TXF_CLOSE,		/* endpoint close, context destroy */
+	QPS_TXF_FULL,		/* send slots or send queue full mid-burst */
+	QPS_TXF_TIMER,		/* the bounded delay expired */
+	QPS_TXF_MAX
+};
+
+/* What qps_sq_mlx4_ring() wrote. */
+enum { QPS_SQ_RANG_NONE = 0, QPS_SQ_RANG_DB = 1, QPS_SQ_RANG_BF = 2 };
+
+/*
+ * The mlx4 direct send queue (sq_mlx4.c): the provider's ring, written by
+ * the core. Under tx_lock.
+ */
+struct qps_sq_mlx4 {
+	struct qps_qp *qp;
+	struct qps_mlx4_sq m;
+	uint32_t head;		/* next WQE index */
+	uint32_t rung;		/* head when the device was last rung */
+	uint32_t max_inline;	/* frames up to this size are inlined */
+	uint32_t bf_off;	/* BlueFlame half for the next write */
+	bool bf;		/* BlueFlame allowed (bf_reg present) */
+};
+
+/*
+ * The bounded-delay flusher (doorbell.c): a thread started on the first
+ * postponed doorbell, asleep while nothing is pending.
+ */
+struct qps_db_timer {
+	pthread_t thread;
+	pthread_mutex_t lock;	/* guards the sleep, never held with tx_lock */
+	pthread_cond_t cond;
+	bool ready;		/* lock and cond initialised */
+	bool started;		/* under tx_lock */
+	bool failed;		/* could not start: ring at the end of calls */
+	bool stop;		/* under lock */
+	bool idle;		/* atomic: waiting without a deadline */
 };
 
 struct qps_ep {
@@ -89,17 +135,27 @@ struct qps_ep {
 	uint8_t peer_mac[6];
 	uint64_t peer_route_gen;
 
-	/* Receive queue; ring of rxq_cap, guarded by ctx->rx_lock. */
+	/* Receive queue; ring of rxq_cap, guarded by ctx->rx_lock, as are
+	 * pktinfo, rxts and the eventfd state. */
 	struct qps_rxd *rxq;
 	uint32_t rxq_cap;
 	uint32_t rxq_head;	/* next to pop */
 	uint32_t rxq_count;
+	uint64_t *rxts;		/* receive timestamps, allocated by PKTINFO */
+	bool efd_armed;		/* someone may wait on efd: signal it */
+	bool efd_on;		/* efd is signalled */
 
 	int efd;		/* eventfd: readable while rxq is non-empty */
 	int epfd;		/* epoll set {efd, device event fd} */
 
-	struct qps_ep *bind_next;	/* bucket chain, under rx_lock */
-	struct qps_ep *free_next;	/* FIFO of reusable slots */
+	/* Demux tables (demux.h): written under ctl_lock, read by the
+	 * receive path inside an epoch section. */
+	struct qps_ep *bind_next;	/* RCU: bind bucket chain */
+	struct qps_conn *conn;		/* RCU: 4-tuple while connected */
+	struct qps_ep_mc *mc;		/* memberships, under ctl_lock */
+	uint32_t nmc;
+	uint32_t mc_cap;
+	struct qps_ep *free_next;	/* FIFO of reusable slots, ctl_lock */
 };
 
 struct qps_ctx {
@@ -118,10 +174,10 @@ struct qps_ctx {
 
 	/*
 	 * Send side, under tx_lock. Frames are built in registered slots;
-	 * a slot returns to the free stack when its send completes.
-	 * WRs written under QPS_MSG_MORE wait in a chain that is posted in
-	 * one call (= one doorbell) by the next send without MORE, by
-	 * progress, or by close.
+	 * a slot returns to the free stack when its send completes. Each
+	 * frame becomes a WQE, written directly into the mlx4 ring (direct
+	 * path) or chained as a WR (generic path); while more is known to
+	 * follow the doorbell is postponed (doorbell.c), at most db_delay_ns.
 	 */
 	pthread_mutex_t tx_lock;
 	uint32_t tx_depth;
@@ -131,16 +187,22 @@ struct qps_ctx {
 	uint32_t *tx_free;
 	uint32_t tx_nfree;
 	uint32_t tx_inflight;		/* posted, not completed */
-	struct ibv_send_wr *tx_wr;	/* one WR + SGE per slot */
+	uint32_t tx_path;		/* QPS_TX_PATH_GENERIC or _DIRECT */
+	uint32_t tx_unrung;		/* WQEs written since the last doorbell */
+	struct ibv_send_wr *tx_wr;	/* generic: one WR + SGE per slot */
 	struct ibv_sge *tx_sge;
-	struct ibv_send_wr *pend_head;
+	struct ibv_send_wr *pend_head;	/* generic: the unrung chain */
 	struct ibv_send_wr *pend_tail;
-	uint32_t pend_n;
+	struct qps_sq_mlx4 sq;		/* direct */
+	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
+	bool db_armed;			/* atomic: unrung WQEs left by a call */
+	uint64_t db_since;		/* atomic: monotonic ns it was armed */
+	struct qps_db_timer db_timer;
 	uint16_t ip_id;
 	uint16_t eph_next;
 	struct qps_route_slot route[QPS_ROUTE_SLOTS];
 
-	/* Receive side and the endpoint tables, under rx_lock. */
+	/* Receive side under rx_lock: the poller, buffers, endpoint queues. */
 	pthread_mutex_t rx_lock;
 	uint32_t rx_depth;
 	uint32_t rx_buf_size;
@@ -148,7 +210,23 @@ struct qps_ctx {
 	bool rx_buf_dev;		/* from ops->alloc_buf */
 	struct qps_mr *rx_mr;
 	uint16_t *rx_ref;		/* endpoints holding each buffer */
-	struct qps_ep *bind_tab[QPS_BIND_BUCKETS];
+	struct qps_epoch rx_epoch;	/* the poller's reader slot */
+
+	/*
+	 * Endpoint table and demux tables under ctl_lock (lock order:
+	 * tx_lock, ctl_lock, rx_lock). The receive path reads the tables
+	 * without it (demux.h); what a writer unlinks is freed after a
+	 * grace period (retired, epoch.c).
+	 */
+	pthread_mutex_t ctl_lock;
+	bool ctl_init;			/* ctl_lock and tables exist */
+	struct qps_ep *bind_tab[QPS_BIND_BUCKETS];	/* RCU */
+	struct qps_conn **conn_tab;	/* RCU buckets */
+	uint32_t conn_mask;
+	struct qps_mc_tab *mc_tab;	/* RCU */
+	void **retired;
+	uint32_t retired_n;
+	uint32_t retired_cap;
 
 	uint32_t max_ep;
 	struct qps_ep *eps;
@@ -156,7 +234,7 @@ struct qps_ctx {
 	struct qps_ep *free_tail;
 	uint32_t nep;
 
-	/* Counters: tx_* under tx_lock, rx_* under rx_lock. */
+	/* Counters: tx_* under tx_lock, rx_* and mc_* under rx_lock. */
 	struct qps_stats st;
 };
 
@@ -173,8 +251,42 @@ void qps_ep_release_all(struct qps_ctx *ctx);
 /* tx.c */
 int qps_tx_init(struct qps_ctx *ctx);
 void qps_tx_fini(struct qps_ctx *ctx);
+/* Ring a postponed doorbell (counted as a progress/receive flush). */
 int qps_tx_flush_locked(struct qps_ctx *ctx);
 int qps_tx_reap_locked(struct qps_ctx *ctx);
+/*
+ * Hand the frame in @slot (@len bytes) to the send queue. @more: another
+ * frame follows at once (MSG_MORE, a batch, or packets queued while the
+ * QP has room), so the doorbell may wait; otherwise it is rung now. A full
+ * send queue rings it regardless. Returns 0 or -errno; the slot is
+ * given back when the frame could not be written.
+ */
+int qps_tx_xmit_locked(struct qps_ctx *ctx, uint32_t slot, uint32_t len,
+		       bool more);
+/* The end of a send call: ring now, or (@more) leave the doorbell to the
+ * next call, a flush or the bounded delay. */
+int qps_tx_end_locked(struct qps_ctx *ctx, bool more);
+void qps_tx_slot_put(struct qps_ctx *ctx, uint32_t slot);
+
+/* sq_generic.c: the WR chain path */
+void qps_sq_generic_put(struct qps_ctx *ctx, uint32_t slot, uint32_t len);
+int qps_sq_generic_ring(struct qps_ctx *ctx);
+
+/* sq_mlx4.c: the direct path */
+int qps_sq_mlx4_init(struct qps_sq_mlx4 *sq, struct qps_qp *qp);
+uint32_t qps_sq_mlx4_room(const struct qps_sq_mlx4 *sq);
+int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
+		      uint32_t len, uint32_t lkey, uint64_t wr_id,
+		      bool signaled);
+int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq);
+
+/* doorbell.c: postponement policy and the bounded-delay flusher */
+int qps_db_init(struct qps_ctx *ctx);
+void qps_db_stop(struct qps_ctx *ctx);
+void qps_db_fini(struct qps_ctx *ctx);
+int qps_db_ring_locked(struct qps_ctx *ctx, enum qps_txf cause);
+int qps_db_defer_locked(struct qps_ctx *ctx);
+uint64_t qps_now_ns(void);
 
 /* rx.c */
 int qps_rx_init(struct qps_ctx *ctx);
@@ -182,6 +294,9 @@ void qps_rx_fini(struct qps_ctx *ctx);
 int qps_rx_progress_locked(struct qps_ctx *ctx);
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf);
 void qps_rxq_drain_locked(struct qps_ep *ep);
+bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
+			 const struct qps_frame_info *fi, uint64_t *ts);
+void qps_ep_arm_locked(struct qps_ep *ep);
 
 /* route.c */
 int qps_route_resolve(struct qps_ctx *ctx, uint32_t daddr, uint8_t mac[6]);

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Receive path: poll the receive CQ, validate each frame, demultiplex it to
- * endpoint queues and repost its buffer once the last endpoint holding it
- * has copied it out. Everything here runs under ctx->rx_lock.
+ * Receive path: poll the receive CQ, validate each frame, hand it to the
+ * demultiplexer (demux.c) and repost its buffer once the last endpoint
+ * holding it has copied it out; the endpoint receive queues and the
+ * receive calls. Everything here runs under ctx->rx_lock; the demux
+ * tables are read inside an epoch section instead (demux.h).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,12 +41,26 @@ static int qps_rx_post(struct qps_ctx *ctx, uint32_t buf)
 	return ctx->ops->post_recv(ctx->qp, &wr, &bad);
 }
 
+/* The endpoint and demux tables, before anything can reach them. */
+static int qps_rx_tables_init(struct qps_ctx *ctx)
+{
+	int ret;
+
+	pthread_mutex_init(&ctx->ctl_lock, NULL);
+	ctx->ctl_init = true;
+	ret = qps_demux_init(ctx);
+	return ret < 0 ? ret : qps_mcast_init(ctx);
+}
+
 int qps_rx_init(struct qps_ctx *ctx)
 {
 	size_t len;
 	uint32_t i;
 	int ret;
 
+	ret = qps_rx_tables_init(ctx);
+	if (ret < 0)
+		return ret;
 	ctx->rx_buf_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
 	len = (size_t)ctx->rx_depth * ctx->rx_buf_size;
 	ret = ctx->ops->alloc_buf(ctx->dev, len, (void **)&ctx->rx_buf);
@@ -82,6 +98,13 @@ void qps_rx_fini(struct qps_ctx *ctx)
 	else
 		free(ctx->rx_buf);
 	free(ctx->rx_ref);
+	if (!ctx->ctl_init)
+		return;
+	qps_mcast_fini(ctx);
+	qps_demux_fini(ctx);
+	free(ctx->retired);	/* every writer flushed before returning */
+	pthread_mutex_destroy(&ctx->ctl_lock);
+	ctx->ctl_init = false;
 }
 
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
@@ -92,10 +115,19 @@ void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 		ctx->st.rx_errors++;
 }
 
+/*
+ * The eventfd is written only while someone may wait on it: after
+ * qps_ep_fd() handed it out or a blocking receive slept on it (efd_armed,
+ * sticky). A busy-polling endpoint thus makes no system call per
+ * datagram, as the kernel skips the wake-up of a socket nobody sleeps on.
+ */
 static void qps_ep_signal(struct qps_ep *ep)
 {
 	uint64_t one = 1;
 
+	if (!ep->efd_armed || ep->efd_on)
+		return;
+	ep->efd_on = true;
 	if (write(ep->efd, &one, sizeof(one)) < 0) {
 		/* Counter saturated: the fd is readable anyway. */
 	}
@@ -105,108 +137,129 @@ static void qps_ep_unsignal(struct qps_ep *ep)
 {
 	uint64_t v;
 
+	if (!ep->efd_on)
+		return;
+	ep->efd_on = false;
 	if (read(ep->efd, &v, sizeof(v)) < 0) {
 		/* Already zero: nothing was pending. */
 	}
 }
 
-static void qps_rxq_push(struct qps_ctx *ctx, struct qps_ep *ep, uint32_t buf,
-			 const struct qps_frame_info *fi)
+void qps_ep_arm_locked(struct qps_ep *ep)
 {
+	ep->efd_armed = true;
+	if (ep->rxq_count)
+		qps_ep_signal(ep);
+}
+
+static uint64_t qps_rx_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Queue a reference on @buf for @ep. The metadata is taken only for an
+ * endpoint with QPS_OPT_PKTINFO, and the clock read at most once per
+ * datagram (*@ts, 0 until then). Returns whether it was queued.
+ */
+bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
+			 const struct qps_frame_info *fi, uint64_t *ts)
+{
+	struct qps_ctx *ctx = ep->ctx;
 	struct qps_rxd *d;
+	uint32_t pos;
 
 	if (ep->rxq_count >= ep->rcvbuf) {
 		ctx->st.rx_queue_full++;
-		return;
+		return false;
 	}
-	d = &ep->rxq[(ep->rxq_head + ep->rxq_count) % ep->rxq_cap];
+	pos = (ep->rxq_head + ep->rxq_count) % ep->rxq_cap;
+	d = &ep->rxq[pos];
 	d->buf = buf;
 	d->off = (uint16_t)(fi->payload - qps_rx_buf_addr(ctx, buf));
 	d->len = (uint16_t)fi->payload_len;
 	d->saddr = fi->hdr.saddr;
 	d->sport = fi->hdr.sport;
+	d->meta = 0;
+	if (ep->pktinfo && ep->rxts) {
+		if (!*ts)
+			*ts = qps_rx_now_ns();
+		ep->rxts[pos] = *ts;
+		d->meta = 1;
+		ctx->st.rx_pktinfo++;
+	}
 	ctx->rx_ref[buf]++;
 	ctx->st.rx_packets++;
 	ctx->st.rx_bytes += fi->payload_len;
 	if (ep->rxq_count++ == 0)
 		qps_ep_signal(ep);
+	return true;
 }
 
-/* How well @ep matches: -1 no, else higher is more specific. */
-static int qps_rx_score(const struct qps_ep *ep, const struct qps_frame_hdr *h)
-{
-	int score = 0;
-
-	if (ep->local.sin_port != h->dport)
-		return -1;
-	if (ep->local.sin_addr.s_addr != INADDR_ANY) {
-		if (ep->local.sin_addr.s_addr != h->daddr)
-			return -1;
-		score++;
-	}
-	if (ep->connected) {
-		if (ep->peer.sin_addr.s_addr != h->saddr ||
-		    ep->peer.sin_port != h->sport)
-			return -1;
-		score += 2;
-	}
-	return score;
-}
-
-/*
- * Unicast goes to the single most specific endpoint; multicast and
- * broadcast go to every match, all holding the same buffer.
- */
-static void qps_rx_demux(struct qps_ctx *ctx, uint32_t buf,
-			 const struct qps_frame_info *fi)
-{
-	uint32_t daddr = ntohl(fi->hdr.daddr);
-	bool fanout = IN_MULTICAST(daddr) || daddr == INADDR_BROADCAST;
-	struct qps_ep *ep, *best = NULL;
-	int s, best_s = -1;
-
-	ep = ctx->bind_tab[ntohs(fi->hdr.dport) % QPS_BIND_BUCKETS];
-	for (; ep; ep = ep->bind_next) {
-		s = qps_rx_score(ep, &fi->hdr);
-		if (s < 0)
-			continue;
-		if (fanout) {
-			qps_rxq_push(ctx, ep, buf, fi);
-			best = ep;
-		} else if (s > best_s) {
-			best = ep;
-			best_s = s;
-		}
-	}
-	if (!best)
-		ctx->st.rx_no_endpoint++;
-	else if (!fanout)
-		qps_rxq_push(ctx, best, buf, fi);
-}
-
-static void qps_rx_one(struct qps_ctx *ctx, const struct ibv_wc *wc)
-{
+/* A completion of the batch being handled. */
+struct qps_rx_item {
+	uint32_t buf;		/* UINT32_MAX: not one of our buffers */
+	bool ok;		/* a valid datagram in @fi */
 	struct qps_frame_info fi;
-	enum qps_rx_reason why;
-	uint32_t buf;
+};
 
+static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
+			 struct qps_rx_item *it)
+{
+	enum qps_rx_reason why;
+
+	it->ok = false;
+	it->buf = UINT32_MAX;
 	if (wc->wr_id >= ctx->rx_depth) {
 		ctx->st.rx_errors++;
 		return;
 	}
-	buf = (uint32_t)wc->wr_id;
+	it->buf = (uint32_t)wc->wr_id;
 	/* Progress holds a reference while it demultiplexes. */
-	ctx->rx_ref[buf] = 1;
+	ctx->rx_ref[it->buf] = 1;
 	if (wc->status != IBV_WC_SUCCESS || wc->byte_len > ctx->rx_buf_size) {
 		ctx->st.rx_errors++;
-		qps_rx_buf_put_locked(ctx, buf);
 		return;
 	}
-	why = qps_frame_parse(qps_rx_buf_addr(ctx, buf), wc->byte_len, &fi);
+	why = qps_frame_parse(qps_rx_buf_addr(ctx, it->buf), wc->byte_len,
+			      &it->fi);
 	ctx->st.rx_bad[why]++;
-	if (why == QPS_RX_OK)
-		qps_rx_demux(ctx, buf, &fi);
-	qps_rx_buf_put_locked(ctx, buf);
+	it->ok = why == QPS_RX_OK;
+}
+
+/*
+ * A batch in passes, so that the cache misses of different datagrams
+ * overlap instead of each datagram waiting for its own (uniform traffic
+ * over thousands of groups misses on every rule): prefetch the frames;
+ * parse them and prefetch their table slots; prefetch what the slots
+ * point to; demultiplex.
+ */
+static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
+{
+	struct qps_rx_item it[QPS_RX_POLL_BATCH];
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (wc[i].wr_id < ctx->rx_depth)
+			__builtin_prefetch(qps_rx_buf_addr(ctx,
+							   (uint32_t)wc[i].wr_id));
+	for (i = 0; i < n; i++) {
+		qps_rx_check(ctx, &wc[i], &it[i]);
+		if (it[i].ok)
+			qps_demux_prefetch(ctx, &it[i].fi, 0);
+	}
+	for (i = 0; i < n; i++)
+		if (it[i].ok)
+			qps_demux_prefetch(ctx, &it[i].fi, 1);
+	for (i = 0; i < n; i++) {
+		if (it[i].ok)
+			qps_demux(ctx, it[i].buf, &it[i].fi);
+		if (it[i].buf != UINT32_MAX)
+			qps_rx_buf_put_locked(ctx, it[i].buf);
+	}
 }
 
 /*
@@ -219,16 +272,20 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 	struct ibv_wc wc[QPS_RX_POLL_BATCH];
 	bool armed = false;
 	int total = 0;
-	int n, i;
+	int n;
 
 	if (ctx->event_fd >= 0)
 		ctx->ops->ack_events(ctx->dev);
 	for (;;) {
+		/* One read-side section per batch: writers wait at most for
+		 * one batch, and the poller pays two stores per batch. */
+		qps_epoch_enter(&ctx->rx_epoch);
 		n = ctx->ops->poll_cq(ctx->rx_cq, QPS_RX_POLL_BATCH, wc);
+		if (n > 0)
+			qps_rx_batch(ctx, wc, n);
+		qps_epoch_exit(&ctx->rx_epoch);
 		if (n < 0)
 			return n;
-		for (i = 0; i < n; i++)
-			qps_rx_one(ctx, &wc[i]);
 		total += n;
 		if (n)
 			continue;
@@ -252,24 +309,61 @@ void qps_rxq_drain_locked(struct qps_ep *ep)
 	qps_ep_unsignal(ep);
 }
 
-static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, void *buf, size_t len,
-				  int flags, struct sockaddr *src,
-				  socklen_t *src_len)
+/* Where a receive call puts what it takes off the queue. */
+struct qps_rx_out {
+	void *buf;
+	size_t len;
+	struct sockaddr *src;
+	socklen_t *src_len;
+	struct qps_rxmsg *msg;
+};
+
+/* The destination of the datagram in @d, read back from its frame, which
+ * the parser validated: only recvmsg with metadata pays for it. */
+static void qps_rxd_dst(struct qps_ctx *ctx, const struct qps_rxd *d,
+			struct sockaddr_in *dst)
+{
+	const uint8_t *f = qps_rx_buf_addr(ctx, d->buf);
+
+	memset(dst, 0, sizeof(*dst));
+	dst->sin_family = AF_INET;
+	memcpy(&dst->sin_addr, f + QPS_ETH_HLEN + 16, 4);
+	memcpy(&dst->sin_port, f + d->off - QPS_UDP_HLEN + 2, 2);
+}
+
+static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
+				  const struct qps_rx_out *o)
 {
 	struct qps_ctx *ctx = ep->ctx;
-	struct qps_rxd d = ep->rxq[ep->rxq_head];
-	size_t n = d.len < len ? d.len : len;
+	uint32_t pos = ep->rxq_head;
+	struct qps_rxd d = ep->rxq[pos];
+	size_t n = d.len < o->len ? d.len : o->len;
+	struct qps_rxmsg *m = o->msg;
 	struct sockaddr_in sin;
 
 	if (n)
-		memcpy(buf, qps_rx_buf_addr(ctx, d.buf) + d.off, n);
-	if (src) {
-		memset(&sin, 0, sizeof(sin));
-		sin.sin_family = AF_INET;
-		sin.sin_addr.s_addr = d.saddr;
-		sin.sin_port = d.sport;
-		memcpy(src, &sin, *src_len < sizeof(sin) ? *src_len : sizeof(sin));
-		*src_len = sizeof(sin);
+		memcpy(o->buf, qps_rx_buf_addr(ctx, d.buf) + d.off, n);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = d.saddr;
+	sin.sin_port = d.sport;
+	if (o->src) {
+		memcpy(o->src, &sin, *o->src_len < sizeof(sin) ?
+		       *o->src_len : sizeof(sin));
+		*o->src_len = sizeof(sin);
+	}
+	if (m) {
+		m->src = sin;
+		m->flags = n < d.len ? QPS_RXMSG_TRUNC : 0;
+		memset(&m->dst, 0, sizeof(m->dst));
+		m->ifindex = 0;
+		m->ts_ns = 0;
+		if (d.meta) {
+			m->flags |= QPS_RXMSG_PKTINFO;
+			qps_rxd_dst(ctx, &d, &m->dst);
+			m->ifindex = QPS_IFINDEX;
+			m->ts_ns = ep->rxts[pos];
+		}
 	}
 	if (!(flags & QPS_MSG_PEEK)) {
 		if (n < d.len)
@@ -291,28 +385,17 @@ static int64_t qps_ms_left(const struct timespec *deadline)
 	       (deadline->tv_nsec - now.tv_nsec) / 1000000;
 }
 
-ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
-		     struct sockaddr *src, socklen_t *src_len)
+static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
+			   const struct qps_rx_out *o)
 {
-	QPS_ERRNO_GUARD;
-	struct qps_ctx *ctx;
+	struct qps_ctx *ctx = ep->ctx;
 	struct timespec deadline;
 	struct pollfd pfd;
-	ssize_t ret = qps_ep_check(ep);
-	bool dontwait;
+	ssize_t ret;
+	bool dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
 	int64_t left;
 	int timeout;
 
-	if (ret < 0)
-		return ret;
-	if (flags & ~QPS_RX_FLAGS)
-		return -EINVAL;
-	if (!buf && len)
-		return -EFAULT;
-	if (src && !src_len)
-		return -EFAULT;
-	ctx = ep->ctx;
-	dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
 	if (ep->rcvtimeo_ms) {
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
 		deadline.tv_sec += ep->rcvtimeo_ms / 1000;
@@ -331,14 +414,19 @@ ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
 		pthread_mutex_unlock(&ctx->tx_lock);
 
 		pthread_mutex_lock(&ctx->rx_lock);
-		if (ep->state != QPS_EP_OPEN) {
+		if (qps_ep_check(ep) < 0) {
 			ret = -EBADF;
 		} else {
 			if (!ep->rxq_count)
 				qps_rx_progress_locked(ctx);
-			ret = ep->rxq_count ?
-			      qps_rxq_pop_locked(ep, buf, len, flags, src,
-						 src_len) : -EAGAIN;
+			if (ep->rxq_count) {
+				ret = qps_rxq_pop_locked(ep, flags, o);
+			} else {
+				ret = -EAGAIN;
+				/* We may sleep on efd: make pushes signal it. */
+				if (!dontwait)
+					qps_ep_arm_locked(ep);
+			}
 		}
 		pthread_mutex_unlock(&ctx->rx_lock);
 		if (ret != -EAGAIN || dontwait)
@@ -360,8 +448,45 @@ ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
 	}
 }
 
+ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
+		     struct sockaddr *src, socklen_t *src_len)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_rx_out o = {
+		.buf = buf, .len = len, .src = src, .src_len = src_len,
+	};
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	if (flags & ~QPS_RX_FLAGS)
+		return -EINVAL;
+	if (!buf && len)
+		return -EFAULT;
+	if (src && !src_len)
+		return -EFAULT;
+	return qps_rx_recv(ep, flags, &o);
+}
+
 ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags)
 {
 	QPS_ERRNO_GUARD;
 	return qps_recvfrom(ep, buf, len, flags, NULL, NULL);
+}
+
+ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_rx_out o = { .msg = msg };
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	if (flags & ~QPS_RX_FLAGS)
+		return -EINVAL;
+	if (!msg || (!msg->buf && msg->len))
+		return -EFAULT;
+	o.buf = msg->buf;
+	o.len = msg->len;
+	return qps_rx_recv(ep, flags, &o);
 }

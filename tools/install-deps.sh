@@ -13,7 +13,8 @@ set -euo pipefail
 # build-essential: gcc, g++ (header check), make, binutils (nm), libasan/ubsan
 # cmake, pkg-config: configure; libibverbs-dev (+ mlx4dv.h), rdma-core,
 # ibverbs-providers (libmlx4): verbs and the mlx4 direct path;
-# libnl-*-dev: route resolution; libcunit1-dev: tests; iproute2: ip(8).
+# libnl-*-dev: route resolution; libcunit1-dev: tests; iproute2: ip(8);
+# libck-dev: Concurrency Kit's ck_ring, a peer in qps_bench prio.
 PKGS=(
 	build-essential
 	cmake
@@ -25,6 +26,7 @@ PKGS=(
 	libnl-route-3-dev
 	libcunit1-dev
 	iproute2
+	libck-dev
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then

@@ -7,5 +7,6 @@ int qps_bench_doorbell(int argc, char **argv);
 int qps_bench_demux(int argc, char **argv);
 int qps_bench_txq(int argc, char **argv);
 int qps_bench_prio(int argc, char **argv);
+int qps_bench_packet(int argc, char **argv);
 
 #endif

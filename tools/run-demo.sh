@@ -4,11 +4,14 @@
 #
 # run-demo.sh - install dependencies, build, and run examples/qps_demo on the
 # emu provider: a receiver process in the background and a sender process,
-# attached to a shared-memory wire with a name unique to this run.
+# attached to a shared-memory wire with a name unique to this run. Then
+# qps_send_bw, server and client as two processes on the same wire (TCP
+# handshake on 127.0.0.1), prints perftest's BW table.
 #
-# Exit status: 0 when both processes succeeded, 1 otherwise.
+# Exit status: 0 when every process succeeded, 1 otherwise.
 # Environment: QPS_SKIP_DEPS=1 (skip install-deps), QPS_BUILD_DIR (default
-# build), QPS_DEMO_COUNT (datagrams, default 10), QPS_JOBS (build jobs).
+# build), QPS_DEMO_COUNT (datagrams, default 10), QPS_JOBS (build jobs),
+# QPS_DEMO_BW_PORT (qps_send_bw's TCP port, default perftest's 18515).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,13 +24,18 @@ recv_ip=198.18.0.10
 send_ip=198.18.0.11
 wire="qpsdemo-$$-$RANDOM"
 rpid=
+bpid=
 tmp=
+bw_port=${QPS_DEMO_BW_PORT:-18515}
 
 cleanup() {
-	if [[ -n "$rpid" ]] && kill -0 "$rpid" 2>/dev/null; then
-		kill "$rpid" 2>/dev/null || true
-		wait "$rpid" 2>/dev/null || true
-	fi
+	local p
+	for p in "$rpid" "$bpid"; do
+		if [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null; then
+			kill "$p" 2>/dev/null || true
+			wait "$p" 2>/dev/null || true
+		fi
+	done
 	rm -f "/dev/shm/qpsock-emu-$wire" "/dev/shm/qpsock-emu-$wire".* \
 		"/dev/shm/qpsock-emu-$wire"-*
 	if [[ -n "$tmp" ]]; then
@@ -105,9 +113,46 @@ echo "---- sender (exit $src) ----"
 cat "$tmp/send.log"
 echo
 
-if [[ $rrc -eq 0 && $src -eq 0 ]]; then
-	echo "run-demo: PASS: $count datagrams $send_ip -> $recv_ip:$port on emu wire '$wire'"
+# qps_send_bw as perftest's ib_send_bw: the server first, the client once
+# the server waits for it; the table comes from both sides.
+bw_bin="$(dirname "$demo")/../tools/qps_send_bw"
+bw_args=(--dev "$wire" -p "$bw_port" -s 64 -n 10000)
+bsrc=1
+bcrc=1
+if [[ -x "$bw_bin" ]]; then
+	echo "run-demo: qps_send_bw server: qps_send_bw ${bw_args[*]}"
+	"$bw_bin" "${bw_args[@]}" > "$tmp/bw-server.log" 2>&1 &
+	bpid=$!
+	for ((i = 0; i < 100; i++)); do
+		grep -q 'Waiting for client' "$tmp/bw-server.log" 2>/dev/null && break
+		kill -0 "$bpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "run-demo: qps_send_bw client: qps_send_bw ${bw_args[*]} 127.0.0.1"
+	bcrc=0
+	timeout 60 "$bw_bin" "${bw_args[@]}" 127.0.0.1 > "$tmp/bw-client.log" 2>&1 ||
+		bcrc=$?
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$bpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$bpid" 2>/dev/null || true
+	bsrc=0
+	wait "$bpid" || bsrc=$?
+	bpid=
+	echo
+	echo "---- qps_send_bw server (exit $bsrc) ----"
+	cat "$tmp/bw-server.log"
+	echo "---- qps_send_bw client (exit $bcrc) ----"
+	cat "$tmp/bw-client.log"
+	echo
+else
+	echo "run-demo: FAIL: $bw_bin was not built" >&2
+fi
+
+if [[ $rrc -eq 0 && $src -eq 0 && $bsrc -eq 0 && $bcrc -eq 0 ]]; then
+	echo "run-demo: PASS: $count datagrams $send_ip -> $recv_ip:$port and qps_send_bw on emu wire '$wire'"
 	exit 0
 fi
-echo "run-demo: FAIL: receiver exit $rrc, sender exit $src"
+echo "run-demo: FAIL: receiver exit $rrc, sender exit $src, qps_send_bw server exit $bsrc, client exit $bcrc"
 exit 1

@@ -10,6 +10,10 @@
 #   ctest       ctest --output-on-failure in build
 #   build-asan  tools/build.sh build-asan -DQPS_SANITIZE=address (ASan+UBSan)
 #   ctest-asan  ctest --output-on-failure in build-asan
+#   build-tsan  build-tsan -DQPS_SANITIZE=thread, only the suites whose
+#               receive paths race on purpose (test_mcast) and the
+#               lockless send queues (test_prio)
+#   ctest-tsan  those suites under ThreadSanitizer
 #   install     cmake --install into a temporary prefix, then a consumer
 #               built with find_package(qpsock) and one with pkg-config
 #   demo        tools/run-demo.sh (two processes on an emu wire)
@@ -151,6 +155,34 @@ ctest_asan() {
 	run_ctest build-asan
 }
 
+# ThreadSanitizer: only the suites that race on purpose are built and run.
+# No -Werror here: GCC warns that TSan does not model
+# atomic_thread_fence (the -Werror build above checks warnings).
+tsan_suites=(test_mcast test_prio)
+tsan_build() {
+	cmake -S . -B build-tsan -DQPS_SANITIZE=thread \
+		-DCMAKE_BUILD_TYPE=Debug -DQPS_ENABLE_WERROR=OFF
+	cmake --build build-tsan -j "${QPS_JOBS:-2}" \
+		--target "${tsan_suites[@]}"
+}
+
+ctest_tsan() {
+	local probe=$tmp/tsan-probe re
+	printf 'int main(void) { return 0; }\n' > "$probe.c"
+	"${CC:-gcc}" -fsanitize=thread "$probe.c" -o "$probe"
+	if ! "$probe" > "$tmp/tsan-probe.log" 2>&1; then
+		echo "ctest-tsan: a trivial TSan program fails here:" >&2
+		sed 's/^/  /' "$tmp/tsan-probe.log" >&2
+		echo "  (on kernels with vm.mmap_rnd_bits > 28, try: sysctl vm.mmap_rnd_bits=28)" >&2
+		return 1
+	fi
+	export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+	echo "TSAN_OPTIONS=$TSAN_OPTIONS"
+	re="^($(IFS='|'; echo "${tsan_suites[*]}"))\$"
+	timeout --kill-after=30 "$ctest_budget" \
+		ctest --test-dir build-tsan --output-on-failure -R "$re"
+}
+
 install_check() {
 	local prefix=$tmp/prefix libdir pc pcflags
 	cmake --install build --prefix "$prefix"
@@ -203,6 +235,12 @@ if ok build-asan; then
 	step ctest-asan ctest_asan
 else
 	skip ctest-asan "build-asan failed"
+fi
+step build-tsan tsan_build
+if ok build-tsan; then
+	step ctest-tsan ctest_tsan
+else
+	skip ctest-tsan "build-tsan failed"
 fi
 if ok build; then
 	step demo env QPS_SKIP_DEPS=1 bash tools/run-demo.sh

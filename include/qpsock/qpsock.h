@@ -41,6 +41,8 @@ enum qps_ctx_attr_mask {
 	QPS_CTX_ATTR_TX_DEPTH = 1 << 3,
 	QPS_CTX_ATTR_RX_DEPTH = 1 << 4,
 	QPS_CTX_ATTR_MAX_EP = 1 << 5,
+	QPS_CTX_ATTR_TX_PATH = 1 << 6,
+	QPS_CTX_ATTR_DB_DELAY = 1 << 7,
 };
 
 /**
@@ -55,6 +57,9 @@ enum qps_ctx_attr_mask {
  * @tx_depth: send queue depth in WQEs (default 256, max 4096).
  * @rx_depth: receive buffers kept posted (default 256, max 4096).
  * @max_ep: endpoints the context can hold at once (default 1024).
+ * @tx_path: enum qps_tx_path (default QPS_TX_PATH_AUTO, or $QPS_TX_PATH).
+ * @db_delay_us: the longest a postponed doorbell waits in us (default
+ *	QPS_DB_DELAY_DEFAULT_US; 0 = never past the end of a send call).
  */
 struct qps_ctx_attr {
 	uint64_t comp_mask;
@@ -64,6 +69,8 @@ struct qps_ctx_attr {
 	uint32_t tx_depth;
 	uint32_t rx_depth;
 	uint32_t max_ep;
+	uint32_t tx_path;
+	uint32_t db_delay_us;
 };
 
 /**
@@ -143,14 +150,37 @@ struct qps_stats {
 	uint64_t rx_errors;		/* receive completions with an error */
 	/* device */
 	uint64_t wqes;			/* send WQEs written */
-	uint64_t doorbells;		/* doorbell register writes */
-	uint64_t bf_writes;		/* BlueFlame register writes */
+	uint64_t doorbells;		/* device rung: doorbell + BlueFlame */
+	uint64_t bf_writes;		/* of those, BlueFlame writes */
 	uint64_t tx_cqes;
 	uint64_t rx_cqes;
 	uint64_t dev_tx_drops;		/* frames the device could not send */
 	uint64_t dev_rx_drops;		/* frames the device could not place */
 	/* send path: doorbells and flushes */
-	/* multicast and demultiplexing */
+	uint64_t tx_wqes;		/* WQEs written (direct) or WRs chained */
+	uint64_t tx_doorbells;		/* rings: doorbell + BlueFlame writes */
+	uint64_t tx_bf;			/* rings that were BlueFlame writes */
+	uint64_t tx_db_ppm;		/* tx_doorbells per million tx_wqes */
+	uint64_t tx_flush_send;		/* rung by a send without MORE */
+	uint64_t tx_flush_explicit;	/* forced: qps_ctx_flush, qps_flush */
+	uint64_t tx_flush_poll;		/* forced: progress, receive calls */
+	uint64_t tx_flush_close;	/* forced: endpoint close, destroy */
+	uint64_t tx_flush_full;		/* forced: send queue full mid-burst */
+	uint64_t tx_flush_timer;	/* forced: bounded delay expired */
+	/* multicast and demultiplexing: each valid datagram (rx_bad[0]) is
+	 * counted once, in rx_demux_* or in rx_no_endpoint */
+	uint64_t rx_demux_early;	/* group rule with one subscriber */
+	uint64_t rx_demux_fanout;	/* group rule with several, broadcast */
+	uint64_t rx_demux_connected;	/* unicast: first 4-tuple entry */
+	uint64_t rx_demux_bound;	/* unicast: bound endpoint lookup */
+	uint64_t rx_fanout_deliveries;	/* queued by fan-out, per endpoint */
+	uint64_t rx_mc_filtered;	/* subscribers skipped: source filter */
+	uint64_t rx_pktinfo;		/* queued with metadata (PKTINFO) */
+	uint64_t mc_joins;		/* memberships added */
+	uint64_t mc_leaves;		/* memberships dropped (leave, close) */
+	uint64_t mc_rules_created;	/* steering rules installed, total */
+	uint64_t mc_rules;		/* gauge: steering rules installed now */
+	uint64_t mc_rule_refs;		/* gauge: memberships holding them */
 };
 
 /**
@@ -207,7 +237,8 @@ int qps_getpeername(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
  * -EDESTADDRREQ if not connected, -EMSGSIZE above the port's max payload,
  * -EAGAIN when the send queue is full and the call must not wait.
  * QPS_MSG_MORE: more datagrams follow immediately; the doorbell may be
- * postponed until a send without it (or a progress call).
+ * postponed until a send without it, a flush or progress call, or at most
+ * db_delay_us (see "Batched sends and doorbells").
  */
 ssize_t qps_send(struct qps_ep *ep, const void *buf, size_t len, int flags);
 
@@ -264,11 +295,137 @@ int qps_ep_fd(struct qps_ep *ep);
 
 /*
  * Batched sends and doorbells.
+ *
+ * While more datagrams are known to follow (QPS_MSG_MORE, the rest of a
+ * qps_sendmmsg batch), frames are written to the send queue without
+ * ringing its doorbell; the last one rings it once for the whole burst. A
+ * postponed doorbell is rung at the latest by the next send without
+ * QPS_MSG_MORE, a flush, progress or receive call, close, a full send
+ * queue, or when db_delay_us has passed, even if the application stops
+ * calling. The stats lines "send path" count it.
  */
+
+/* Which send path a context uses (struct qps_ctx_attr.tx_path). */
+enum qps_tx_path {
+	QPS_TX_PATH_AUTO = 0,	/* direct when the provider allows it */
+	QPS_TX_PATH_GENERIC = 1, /* verbs WR chains: one post per burst */
+	QPS_TX_PATH_DIRECT = 2,	/* mlx4 WQEs written by qpsock, BlueFlame */
+};
+
+#define QPS_DB_DELAY_DEFAULT_US 30
+
+/**
+ * struct qps_msg - one datagram of qps_sendmmsg().
+ * @buf, @len: the payload.
+ * @dest, @dest_len: a struct sockaddr_in, or NULL for the connected peer.
+ * @priority: 0..15 as QPS_OPT_PRIORITY, or -1 for the endpoint's.
+ * @result: out: @len once accepted, or the -errno of the message that
+ *	stopped the batch, or -ECANCELED for those after it (not tried).
+ */
+struct qps_msg {
+	const void *buf;
+	size_t len;
+	const struct sockaddr *dest;
+	socklen_t dest_len;
+	int priority;
+	ssize_t result;
+};
+
+/**
+ * qps_sendmmsg - send @n datagrams in order, ringing the doorbell once
+ * (plus once each time the send queue fills). Stops at the first message
+ * that fails. Returns the number accepted, or that message's -errno when
+ * it is the first. @flags: QPS_MSG_DONTWAIT, QPS_MSG_MORE (the doorbell of
+ * the last message is postponed too). -EINVAL for other flags or @n above
+ * INT_MAX, -EFAULT for NULL @msgs with @n > 0.
+ */
+int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,
+		 int flags);
+
+/**
+ * qps_ctx_flush - ring the context's postponed doorbell now. Returns the
+ * number of datagrams it released (0 when none was waiting).
+ */
+int qps_ctx_flush(struct qps_ctx *ctx);
+
+/** qps_flush - qps_ctx_flush() for the endpoint's context. */
+int qps_flush(struct qps_ep *ep);
 
 /*
  * Multicast membership and per-packet metadata.
+ *
+ * An endpoint receives a group's datagrams once it has joined the group
+ * (IP_MULTICAST_ALL off): each joined (group, bound port) is one steering
+ * rule on the device, shared by every endpoint of the context that joined
+ * it. A context is one interface: its index is QPS_IFINDEX.
  */
+
+#define QPS_IFINDEX 1
+
+/**
+ * struct qps_mreq - a membership, as struct ip_mreq_source / ip_mreqn.
+ * @group: multicast group (224.0.0.0/4), network order.
+ * @source: INADDR_ANY: any source (IP_ADD_MEMBERSHIP); otherwise the one
+ *	source accepted (IP_ADD_SOURCE_MEMBERSHIP; repeat for more).
+ * @iface: INADDR_ANY or the context's address.
+ * @ifindex: 0 or QPS_IFINDEX.
+ */
+struct qps_mreq {
+	struct in_addr group;
+	struct in_addr source;
+	struct in_addr iface;
+	int ifindex;
+};
+
+/**
+ * qps_join - join @mreq->group on the endpoint's bound port.
+ * -EINVAL: @len < sizeof(struct qps_mreq), group not multicast, source
+ * multicast or broadcast, endpoint not bound or bound to another address,
+ * any-source and source-specific mixed on one group; -ENODEV: @iface or
+ * @ifindex is not this context's; -EADDRINUSE: already joined (same
+ * source); -ENOBUFS: the device has no room for another rule or filter;
+ * -EFAULT: @mreq NULL.
+ */
+int qps_join(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len);
+
+/**
+ * qps_leave - drop a membership; source INADDR_ANY drops every membership
+ * of the group. The last endpoint to leave removes the rule.
+ * -EADDRNOTAVAIL: no such membership; otherwise as qps_join.
+ */
+int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len);
+
+#define QPS_RXMSG_PKTINFO 0x1	/* dst, ifindex and ts_ns are filled */
+#define QPS_RXMSG_TRUNC 0x2	/* the datagram was longer than @len */
+
+/**
+ * struct qps_rxmsg - one datagram for qps_recvmsg().
+ * @buf, @len: in: where to copy the payload.
+ * @src: out: the sender.
+ * @dst: out, with QPS_RXMSG_PKTINFO: the datagram's destination address
+ *	and port (the group for multicast), as IP_PKTINFO's ipi_addr.
+ * @ifindex: out, with QPS_RXMSG_PKTINFO: QPS_IFINDEX.
+ * @flags: out: QPS_RXMSG_*.
+ * @ts_ns: out, with QPS_RXMSG_PKTINFO: CLOCK_REALTIME in ns when the
+ *	datagram was demultiplexed.
+ */
+struct qps_rxmsg {
+	void *buf;
+	size_t len;
+	struct sockaddr_in src;
+	struct sockaddr_in dst;
+	int ifindex;
+	uint32_t flags;
+	uint64_t ts_ns;
+};
+
+/**
+ * qps_recvmsg - as qps_recvfrom, with per-packet metadata: filled only for
+ * datagrams queued while QPS_OPT_PKTINFO was on (stats.rx_pktinfo counts
+ * them). Returns the bytes copied (the full length with QPS_MSG_TRUNC).
+ * -EFAULT: @msg NULL, or @msg->buf NULL with @msg->len > 0.
+ */
+ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags);
 
 #ifdef __cplusplus
 }

@@ -309,6 +309,8 @@ struct qps_emu_dev {
 	uint32_t mr_gen;
 
 	bool stepping;		/* atomic: doorbells only latch */
+	uint32_t cost_db_ns;	/* atomic: cost model, per doorbell write */
+	uint32_t cost_bf_ns;	/* atomic: cost model, per BlueFlame write */
 	uint64_t cqe_corrupt;	/* atomic: CQEs poll_cq refused */
 	uint64_t db_bad;	/* atomic: doorbells for unknown QPs */
 	struct qps_emu_qp_stats retired; /* destroyed QPs; under lock */
@@ -449,6 +451,16 @@ unsigned int qps_emu_engine_run(struct qps_emu_qp *qp, unsigned int budget);
 void qps_emu_set_stepping(struct qps_dev *dev, bool on);
 /* Execute up to @max_wqes latched WQEs (0 = all); returns how many ran. */
 int qps_emu_step(struct qps_dev *dev, unsigned int max_wqes);
+
+/*
+ * Cost model (off by default): the CPU time a doorbell write and a
+ * BlueFlame write cost the writer on hardware, spun in the writing thread
+ * before the register acts. Set at open from $QPS_EMU_DB_NS and
+ * $QPS_EMU_BF_NS (0..QPS_EMU_COST_MAX_NS), or here; read back with get.
+ */
+#define QPS_EMU_COST_MAX_NS 1000000u
+int qps_emu_set_cost(struct qps_dev *dev, uint32_t db_ns, uint32_t bf_ns);
+void qps_emu_get_cost(struct qps_dev *dev, uint32_t *db_ns, uint32_t *bf_ns);
 
 /* --- emu_cq.c --------------------------------------------------------- */
 

@@ -24,6 +24,24 @@ static const char *wire_name(const struct qps_dev_attr *attr)
 	return s && *s ? s : "qps0";
 }
 
+/* Cost model from the environment: unset = 0 (off); malformed is an
+ * error rather than silently off. */
+static int env_cost(const char *name, uint32_t *out)
+{
+	const char *s = getenv(name);
+	char *end;
+	unsigned long v;
+
+	*out = 0;
+	if (!s || !*s)
+		return 0;
+	v = strtoul(s, &end, 10);
+	if (*end || v > QPS_EMU_COST_MAX_NS)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
 static void dev_free(struct qps_emu_dev *dev)
 {
 	pthread_mutex_destroy(&dev->lock);
@@ -41,6 +59,11 @@ static int emu_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return -ENOMEM;
+	if (env_cost("QPS_EMU_DB_NS", &dev->cost_db_ns) ||
+	    env_cost("QPS_EMU_BF_NS", &dev->cost_bf_ns)) {
+		free(dev);
+		return -EINVAL;
+	}
 	dev->base.ops = &qps_emu_ops;
 	dev->evfd = -1;
 	dev->pid = (int32_t)getpid();

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint8_t *sq_slot(struct qps_emu_qp *qp, uint32_t ind)
 {
@@ -254,10 +255,51 @@ static bool stepping(const struct qps_emu_qp *qp)
 			       __ATOMIC_ACQUIRE);
 }
 
+/*
+ * The cost model: a register write stalls the writing CPU on hardware (an
+ * uncached store behind a store barrier; for BlueFlame, write-combined
+ * stores and their flush). Spin that long in the writer's thread.
+ */
+static void cost_spin(const uint32_t *ns_p)
+{
+	uint32_t ns = __atomic_load_n(ns_p, __ATOMIC_RELAXED);
+	struct timespec t0, t;
+	int64_t d;
+
+	if (!ns)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		d = (int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 +
+		    (t.tv_nsec - t0.tv_nsec);
+	} while (d < (int64_t)ns);
+}
+
+int qps_emu_set_cost(struct qps_dev *d, uint32_t db_ns, uint32_t bf_ns)
+{
+	struct qps_emu_dev *dev = qps_emu_dev(d);
+
+	if (db_ns > QPS_EMU_COST_MAX_NS || bf_ns > QPS_EMU_COST_MAX_NS)
+		return -EINVAL;
+	__atomic_store_n(&dev->cost_db_ns, db_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&dev->cost_bf_ns, bf_ns, __ATOMIC_RELAXED);
+	return 0;
+}
+
+void qps_emu_get_cost(struct qps_dev *d, uint32_t *db_ns, uint32_t *bf_ns)
+{
+	struct qps_emu_dev *dev = qps_emu_dev(d);
+
+	*db_ns = __atomic_load_n(&dev->cost_db_ns, __ATOMIC_RELAXED);
+	*bf_ns = __atomic_load_n(&dev->cost_bf_ns, __ATOMIC_RELAXED);
+}
+
 void qps_emu_db_write(struct qps_qp *q, uint32_t be_val)
 {
 	struct qps_emu_qp *qp = qps_emu_qp(q);
 
+	cost_spin(&qps_emu_dev(q->dev)->cost_db_ns);
 	if (be_val != qp->doorbell_qpn) {
 		qps_emu_count(&qp->st.db_bad, 1);
 		return;
@@ -283,6 +325,7 @@ void qps_emu_bf_copy(struct qps_qp *q, void *dst, const void *src,
 	uint8_t *d = dst;
 	const struct mlx4_wqe_ctrl_seg *ctrl = (const void *)d;
 
+	cost_spin(&qps_emu_dev(q->dev)->cost_bf_ns);
 	if ((d != qp->bf_reg && d != qp->bf_reg + QPS_EMU_BF_SIZE) || !src ||
 	    !len || len > QPS_EMU_BF_SIZE || len % QPS_EMU_WQEBB) {
 		qps_emu_count(&qp->st.bf_bad, 1);

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * packet: qpsock's verbs semantics on a Linux netdev through AF_PACKET.
+ *
+ *   send QP      one TPACKET_V2 TX ring (protocol 0, QDISC_BYPASS, LOSS);
+ *                a WR chain fills slots and ends with one kick, the
+ *                doorbell: send(fd, NULL, 0, MSG_DONTWAIT)
+ *   steering     one AF_PACKET socket per rule, bound to ETH_P_IP, with a
+ *                classic BPF program generated from the rule (and from the
+ *                stronger rules it must not take frames from), TPACKET_V2
+ *                RX ring
+ *   CQs          software: polling a CQ reaps TX ring slots and copies ring
+ *                frames into posted receive buffers; the event fd is an
+ *                epoll set of the RX ring sockets
+ *   routing      libnl-route-3: route lookup, neighbour table, netlink
+ *                events bump route_gen
+ *   multicast    PACKET_ADD_MEMBERSHIP + a kernel UDP socket's
+ *                IP_ADD_MEMBERSHIP so the kernel speaks IGMP
+ *
+ * Internal to providers/packet (and the tests).
+ */
+#ifndef QPS_PACKET_H
+#define QPS_PACKET_H
+
+#include <linux/filter.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "provider.h"
+
+#define QPS_PACKET_MAX_WR 4096
+#define QPS_PACKET_MAX_CQE 65536
+#define QPS_PACKET_MAX_FLOWS 64
+#define QPS_PACKET_MAX_MR 64
+#define QPS_PACKET_RX_FRAMES_MIN 256
+#define QPS_PACKET_NH_SLOTS 256
+#define QPS_PACKET_RESOLVE_MS 3000	/* ARP gives up after ~3 s too */
+#define QPS_PACKET_EV_PERIOD_NS 1000000	/* netlink events drained per ms */
+#define QPS_PACKET_ETH_HLEN 14
+
+#define qps_packet_container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* A counter with one writer at a time (under the lock of its queue) and
+ * lock-free readers: relaxed atomics, never torn. */
+static inline void qps_packet_count(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n,
+			 __ATOMIC_RELAXED);
+}
+
+static inline uint64_t qps_packet_read(const uint64_t *c)
+{
+	return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+/* Steering rule, parsed from struct ibv_flow_attr (packet_bpf.c). */
+enum qps_packet_tier {
+	QPS_PACKET_TIER_NORMAL = 0,
+	QPS_PACKET_TIER_MC_DEFAULT,
+	QPS_PACKET_TIER_ALL_DEFAULT,
+};
+
+struct qps_packet_rule {
+	enum qps_packet_tier tier;
+	uint16_t prio;
+	uint32_t seq;			/* creation order: older wins ties */
+	uint8_t mac[6], mac_mask[6];	/* destination MAC */
+	bool ip, udp;			/* which specs are present */
+	uint32_t sip, sip_mask, dip, dip_mask;		/* network order */
+	uint16_t sport, sport_mask, dport, dport_mask;	/* network order */
+};
+
+/* Enough for every rule of a device in one program: each block is at most
+ * QPS_PACKET_BPF_BLOCK_MAX instructions. */
+#define QPS_PACKET_BPF_BLOCK_MAX 48
+#define QPS_PACKET_BPF_MAX \
+	(QPS_PACKET_MAX_FLOWS * QPS_PACKET_BPF_BLOCK_MAX + 1)
+#define QPS_PACKET_BPF_ACCEPT 0x40000u	/* bytes to keep: all */
+
+int qps_packet_rule_parse(const struct ibv_flow_attr *attr,
+			  struct qps_packet_rule *r);
+bool qps_packet_rule_before(const struct qps_packet_rule *a,
+			    const struct qps_packet_rule *b);
+bool qps_packet_rule_disjoint(const struct qps_packet_rule *a,
+			      const struct qps_packet_rule *b);
+int qps_packet_bpf_build(const struct qps_packet_rule *self,
+			 const struct qps_packet_rule *const *stronger,
+			 unsigned int nstronger, struct sock_filter *prog,
+			 unsigned int max);
+
+struct qps_packet_dev;
+
+struct qps_packet_mr {
+	struct qps_mr base;
+	unsigned int idx;
+};
+
+struct qps_packet_cq {
+	struct qps_cq base;
+	pthread_mutex_t lock;	/* one poller at a time */
+	unsigned int users;	/* QPs reporting to it */
+};
+
+/* A send WR as the software SQ keeps it until it is completed. */
+struct qps_packet_swqe {
+	uint64_t wr_id;
+	uint32_t byte_len;
+	uint32_t slot;		/* TX ring frame, when in_ring */
+	uint8_t status;		/* enum ibv_wc_status when !in_ring */
+	bool in_ring;
+	bool signaled;
+};
+
+struct qps_packet_rwqe {
+	uint64_t wr_id;
+	uintptr_t addr;
+	uint32_t len;
+};
+
+struct qps_packet_ring {
+	uint8_t *map;
+	size_t map_len;
+	uint32_t frame_size;
+	uint32_t frame_nr;
+};
+
+struct qps_packet_qp {
+	struct qps_qp base;
+	struct qps_packet_qp *next;	/* dev->qps, under dev->lock */
+	bool sq_sig_all;
+
+	/* Send side, under sq_lock. */
+	pthread_mutex_t sq_lock;
+	int tx_fd;
+	struct qps_packet_ring tx;
+	struct qps_packet_swqe *sq;
+	uint32_t sq_cnt;		/* power of two */
+	uint32_t sq_head, sq_tail;	/* free-running */
+	uint32_t tx_prod, tx_cons;	/* ring frames, free-running */
+	bool kick_pending;		/* SEND_REQUEST frames not yet taken */
+
+	/* Receive side, under rq_lock. */
+	pthread_mutex_t rq_lock;
+	struct qps_packet_rwqe *rq;
+	uint32_t rq_cnt;
+	uint32_t rq_head, rq_tail;
+	unsigned int nflows;
+	unsigned int rr;		/* flow to poll first */
+
+	/* Send counters: written under sq_lock. */
+	uint64_t wqes, doorbells, rekicks, tx_cqes, tx_drops, tx_len_err;
+};
+
+struct qps_packet_flow {
+	struct qps_flow base;
+	struct qps_packet_flow *next;	/* dev->flows, strongest first */
+	struct qps_packet_rule rule;
+	int fd;
+	struct qps_packet_ring rx;
+	uint32_t head;			/* next ring frame to read */
+	bool mc_member;
+	/* Receive counters: written under the QP's rq_lock. */
+	uint64_t rx_cqes, rx_no_buf, rx_len_err, rx_vlan, rx_csum_fixed;
+	uint64_t ring_drops;		/* PACKET_STATISTICS tp_drops */
+};
+
+struct qps_packet_nh {
+	uint32_t addr;		/* next hop, network order; 0 = free */
+	uint8_t mac[6];
+};
+
+struct qps_packet_route {
+	pthread_mutex_t lock;		/* everything below but gen, next_ns */
+	struct nl_sock *cmd;		/* queries, blocking */
+	struct nl_sock *ev;		/* events, non-blocking */
+	uint64_t gen;			/* atomic */
+	uint64_t next_ns;		/* atomic: next event drain */
+	struct qps_packet_nh nh[QPS_PACKET_NH_SLOTS];
+	bool nh_overflow;		/* an entry was evicted */
+	uint32_t resolve_ms;
+	uint64_t events, resets;
+};
+
+struct qps_packet_mcast {
+	struct qps_packet_mcast *next;
+	struct in_addr group, source;
+	unsigned int refs;
+	int udp_fd;			/* holds the IGMP membership */
+};
+
+struct qps_packet_dev {
+	struct qps_dev base;
+	struct qps_dev_info info;
+	int ifindex;
+	int epfd;		/* event fd: epoll set of every RX ring socket */
+	int mc_fd;		/* AF_PACKET socket holding device-level MACs */
+
+	pthread_mutex_t lock;	/* lists below, lock order: before a QP's */
+	struct qps_packet_qp *qps;
+	struct qps_packet_flow *flows;
+	unsigned int nflows;
+	uint32_t flow_seq;
+	uint32_t qp_seq;
+	struct qps_packet_mcast *mcast;
+
+	pthread_mutex_t mr_lock;
+	struct qps_packet_mr *mr[QPS_PACKET_MAX_MR];
+	uint32_t mr_gen;
+
+	struct qps_packet_route route;
+
+	/* Counters of destroyed QPs and flows (under lock). */
+	struct qps_dev_counters retired;
+};
+
+static inline struct qps_packet_dev *qps_packet_dev(struct qps_dev *d)
+{
+	return qps_packet_container_of(d, struct qps_packet_dev, base);
+}
+
+static inline struct qps_packet_qp *qps_packet_qp(struct qps_qp *q)
+{
+	return qps_packet_container_of(q, struct qps_packet_qp, base);
+}
+
+static inline struct qps_packet_cq *qps_packet_cq(struct qps_cq *c)
+{
+	return qps_packet_container_of(c, struct qps_packet_cq, base);
+}
+
+static inline uint32_t qps_packet_pow2(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+/* packet_dev.c */
+int qps_packet_mr_check(struct qps_packet_dev *dev, uint32_t lkey,
+			uintptr_t addr, uint64_t len);
+void qps_packet_log(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+/* packet_ring.c: TPACKET_V2 ring setup shared by TX and RX */
+int qps_packet_ring_setup(int fd, int which, uint32_t frame_size,
+			  uint32_t frame_nr, struct qps_packet_ring *ring);
+void qps_packet_ring_unmap(struct qps_packet_ring *ring);
+uint32_t qps_packet_frame_size(uint32_t bytes);
+
+/* packet_tx.c */
+int qps_packet_tx_open(struct qps_packet_dev *dev, struct qps_packet_qp *qp);
+void qps_packet_tx_close(struct qps_packet_qp *qp);
+int qps_packet_post_send(struct qps_qp *qp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr);
+int qps_packet_tx_poll(struct qps_packet_qp *qp, int num, struct ibv_wc *wc);
+
+/* packet_rx.c */
+int qps_packet_post_recv(struct qps_qp *qp, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr);
+int qps_packet_create_flow(struct qps_qp *qp, struct ibv_flow_attr *attr,
+			   struct qps_flow **flow_out);
+int qps_packet_destroy_flow(struct qps_flow *flow);
+int qps_packet_rx_poll(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
+		       int num, struct ibv_wc *wc);
+void qps_packet_flow_stats(struct qps_packet_flow *fl);
+
+/* packet_qp.c */
+int qps_packet_create_qp(struct qps_dev *dev,
+			 const struct qps_qp_init_attr *attr,
+			 struct qps_qp **qp_out);
+int qps_packet_destroy_qp(struct qps_qp *qp);
+
+/* packet_cq.c */
+int qps_packet_create_cq(struct qps_dev *dev, int cqe, struct qps_cq **cq_out);
+int qps_packet_destroy_cq(struct qps_cq *cq);
+int qps_packet_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
+int qps_packet_req_notify_cq(struct qps_cq *cq);
+int qps_packet_get_event_fd(struct qps_dev *dev);
+int qps_packet_ack_events(struct qps_dev *dev);
+
+/* packet_route.c */
+int qps_packet_route_open(struct qps_packet_dev *dev);
+void qps_packet_route_close(struct qps_packet_dev *dev);
+int qps_packet_resolve(struct qps_dev *dev, struct in_addr dst,
+		       uint8_t mac_out[6]);
+uint64_t qps_packet_route_gen(struct qps_dev *dev);
+
+/* packet_mcast.c */
+int qps_packet_mcast_attach(struct qps_dev *dev, struct in_addr group,
+			    struct in_addr source);
+int qps_packet_mcast_detach(struct qps_dev *dev, struct in_addr group,
+			    struct in_addr source);
+void qps_packet_mcast_close(struct qps_packet_dev *dev);
+int qps_packet_mac_member(int fd, int ifindex, const uint8_t mac[6], bool add);
+
+#endif /* QPS_PACKET_H */

@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Receive side: posted receive buffers per QP, and steering rules, each an
+ * AF_PACKET socket with a TPACKET_V2 RX ring (V2, not V3: V3 hands frames
+ * over per block, milliseconds late).
+ *
+ * Set-up order matters: the socket is created with protocol 0 (not yet on
+ * the receive path), the ring and the BPF program are attached, and only
+ * then is it bound to ETH_P_IP on the interface; a socket bound first
+ * would queue every frame until its filter arrives. ETH_P_IP sockets
+ * never see outgoing frames; PACKET_IGNORE_OUTGOING and a PACKET_OUTGOING
+ * check make sure.
+ *
+ * Polling the receive CQ moves ring frames into posted buffers, in post
+ * order, and turns each into a receive completion. A frame that finds no
+ * posted buffer is dropped and counted (rx_no_buf), as a NIC does; ring
+ * overruns are the kernel's tp_drops (PACKET_STATISTICS).
+ *
+ * Checksums: a frame the kernel flags TP_STATUS_CSUMNOTREADY was built on
+ * this host (veth peer, checksum offload) and carries only a partial UDP
+ * checksum, which the core's parser would reject. The provider completes
+ * it in the copy it hands over, so the buffer holds the frame as it would
+ * look on a wire; frames without the flag are left untouched.
+ */
+#include "packet.h"
+
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define PKT_RX_FRAME_EXTRA 96	/* tpacket2_hdr + sockaddr_ll + alignment */
+#define PKT_VLAN_HLEN 4
+#define PKT_LL_OFF TPACKET_ALIGN(sizeof(struct tpacket2_hdr))
+
+int qps_packet_post_recv(struct qps_qp *q, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr)
+{
+	struct qps_packet_qp *qp = qps_packet_qp(q);
+	struct qps_packet_dev *dev = qps_packet_dev(q->dev);
+	int ret = 0;
+
+	pthread_mutex_lock(&qp->rq_lock);
+	for (; wr; wr = wr->next) {
+		struct qps_packet_rwqe *e;
+
+		if (qp->rq_head - qp->rq_tail >= qp->rq_cnt) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (wr->num_sge != 1 || !wr->sg_list ||
+		    qps_packet_mr_check(dev, wr->sg_list[0].lkey,
+					(uintptr_t)wr->sg_list[0].addr,
+					wr->sg_list[0].length)) {
+			ret = -EINVAL;
+			break;
+		}
+		e = &qp->rq[qp->rq_head & (qp->rq_cnt - 1)];
+		e->wr_id = wr->wr_id;
+		e->addr = (uintptr_t)wr->sg_list[0].addr;
+		e->len = wr->sg_list[0].length;
+		qp->rq_head++;
+	}
+	pthread_mutex_unlock(&qp->rq_lock);
+	if (ret && bad_wr)
+		*bad_wr = wr;
+	return ret;
+}
+
+static uint16_t be16_at(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t sum16(const uint8_t *p, size_t len, uint32_t sum)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		sum += be16_at(p + i);
+	if (len & 1)
+		sum += (uint32_t)p[len - 1] << 8;
+	return sum;
+}
+
+/* Finish the UDP checksum of a locally built frame; false when the frame
+ * is not a whole, readable IPv4/UDP datagram (the parser judges it). */
+static bool udp_csum_complete(uint8_t *f, uint32_t len)
+{
+	const uint32_t e = QPS_PACKET_ETH_HLEN;
+	uint32_t ihl, tot, ulen, sum;
+	uint8_t *udp;
+	uint16_t c;
+
+	if (len < e + 20 || be16_at(f + 12) != ETH_P_IP || (f[e] >> 4) != 4)
+		return false;
+	ihl = (f[e] & 0xfu) * 4;
+	tot = be16_at(f + e + 2);
+	if (ihl < 20 || f[e + 9] != 17 || (be16_at(f + e + 6) & 0x3fff) ||
+	    tot < ihl + 8 || e + tot > len)
+		return false;
+	udp = f + e + ihl;
+	ulen = be16_at(udp + 4);
+	if (ulen < 8 || ulen > tot - ihl)
+		return false;
+	udp[6] = udp[7] = 0;
+	sum = sum16(f + e + 12, 8, 17 + ulen);	/* pseudo-header */
+	sum = sum16(udp, ulen, sum);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	c = (uint16_t)~sum;
+	if (!c)
+		c = 0xffff;	/* 0 would mean "no checksum" */
+	udp[6] = (uint8_t)(c >> 8);
+	udp[7] = (uint8_t)c;
+	return true;
+}
+
+static struct tpacket2_hdr *rx_frame(struct qps_packet_flow *fl, uint32_t i)
+{
+	return (struct tpacket2_hdr *)(void *)(fl->rx.map +
+		(size_t)(i & (fl->rx.frame_nr - 1)) * fl->rx.frame_size);
+}
+
+/* One ring frame into the next posted buffer; 1 when @wc was filled. */
+static int rx_one(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
+		  struct tpacket2_hdr *h, uint32_t status, struct ibv_wc *wc)
+{
+	const struct sockaddr_ll *ll =
+		(const void *)((const uint8_t *)h + PKT_LL_OFF);
+	uint32_t snap = h->tp_snaplen;
+	struct qps_packet_rwqe *rw;
+
+	if (ll->sll_pkttype == PACKET_OUTGOING)
+		return 0;
+	/* A tag the hardware stripped: another VLAN's frame, not ours. */
+	if ((status & TP_STATUS_VLAN_VALID) && (h->tp_vlan_tci & 0xfff)) {
+		qps_packet_count(&fl->rx_vlan, 1);
+		return 0;
+	}
+	if (qp->rq_tail == qp->rq_head) {
+		qps_packet_count(&fl->rx_no_buf, 1);
+		return 0;
+	}
+	rw = &qp->rq[qp->rq_tail++ & (qp->rq_cnt - 1)];
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = rw->wr_id;
+	wc->opcode = IBV_WC_RECV;
+	wc->qp_num = qp->base.qp_num;
+	if (snap < h->tp_len || snap > rw->len ||
+	    (uint64_t)h->tp_mac + snap > fl->rx.frame_size) {
+		qps_packet_count(&fl->rx_len_err, 1);
+		wc->status = IBV_WC_LOC_LEN_ERR;
+		return 1;
+	}
+	memcpy((void *)rw->addr, (const uint8_t *)h + h->tp_mac, snap);
+	if ((status & TP_STATUS_CSUMNOTREADY) &&
+	    udp_csum_complete((uint8_t *)rw->addr, snap))
+		qps_packet_count(&fl->rx_csum_fixed, 1);
+	wc->status = IBV_WC_SUCCESS;
+	wc->byte_len = snap;
+	return 1;
+}
+
+static int rx_drain(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
+		    int num, struct ibv_wc *wc)
+{
+	int n = 0;
+
+	while (n < num) {
+		struct tpacket2_hdr *h = rx_frame(fl, fl->head);
+		/* Acquire: pairs with the kernel's status store once the
+		 * frame is written (tpacket_rcv, smp_wmb). */
+		uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
+
+		if (!(st & TP_STATUS_USER))
+			break;
+		n += rx_one(qp, fl, h, st, &wc[n]);
+		/* Release: pairs with the kernel's status read before it
+		 * reuses the frame; we are done reading it. */
+		__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL,
+				 __ATOMIC_RELEASE);
+		fl->head++;
+	}
+	qps_packet_count(&fl->rx_cqes, (uint64_t)n);
+	return n;
+}
+
+/* dev->lock held (the flow list is stable). Flows take turns first. */
+int qps_packet_rx_poll(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
+		       int num, struct ibv_wc *wc)
+{
+	struct qps_packet_flow *fl;
+	unsigned int i = 0, skip;
+	int n = 0;
+
+	pthread_mutex_lock(&qp->rq_lock);
+	if (qp->nflows) {
+		skip = qp->rr++ % qp->nflows;
+		/* Two passes: from the flow whose turn it is, then the rest. */
+		for (fl = dev->flows; fl && n < num; fl = fl->next) {
+			if (fl->base.qp != &qp->base)
+				continue;
+			if (i++ >= skip)
+				n += rx_drain(qp, fl, num - n, wc + n);
+		}
+		i = 0;
+		for (fl = dev->flows; fl && n < num && i < skip; fl = fl->next) {
+			if (fl->base.qp != &qp->base)
+				continue;
+			i++;
+			n += rx_drain(qp, fl, num - n, wc + n);
+		}
+	}
+	pthread_mutex_unlock(&qp->rq_lock);
+	return n;
+}
+
+/* Add the kernel's ring drops (PACKET_STATISTICS resets on read).
+ * dev->lock held. */
+void qps_packet_flow_stats(struct qps_packet_flow *fl)
+{
+	struct tpacket_stats st;
+	socklen_t len = sizeof(st);
+
+	if (!getsockopt(fl->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len))
+		qps_packet_count(&fl->ring_drops, st.tp_drops);
+}
+
+/* Program of @fl: every stronger rule it overlaps, then itself.
+ * dev->lock held. */
+static int flow_filter(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
+{
+	const struct qps_packet_rule *stronger[QPS_PACKET_MAX_FLOWS];
+	struct sock_fprog fprog;
+	struct sock_filter *prog;
+	struct qps_packet_flow *it;
+	unsigned int n = 0;
+	int len, ret = 0;
+
+	for (it = dev->flows; it && it != fl; it = it->next)
+		if (!qps_packet_rule_disjoint(&it->rule, &fl->rule) &&
+		    n < QPS_PACKET_MAX_FLOWS)
+			stronger[n++] = &it->rule;
+	prog = calloc(QPS_PACKET_BPF_MAX, sizeof(*prog));
+	if (!prog)
+		return -ENOMEM;
+	len = qps_packet_bpf_build(&fl->rule, stronger, n, prog,
+				   QPS_PACKET_BPF_MAX);
+	if (len < 0) {
+		free(prog);
+		return len;
+	}
+	fprog.len = (unsigned short)len;
+	fprog.filter = prog;
+	if (setsockopt(fl->fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog,
+		       sizeof(fprog)) < 0)
+		ret = -errno;
+	free(prog);
+	return ret;
+}
+
+/* Re-filter the weaker rules that overlap @fl (just added or removed),
+ * so each frame still reaches exactly one rule. dev->lock held. */
+static void refilter_weaker(struct qps_packet_dev *dev,
+			    const struct qps_packet_rule *r)
+{
+	struct qps_packet_flow *it;
+
+	for (it = dev->flows; it; it = it->next)
+		if (it->fd >= 0 && qps_packet_rule_before(r, &it->rule) &&
+		    !qps_packet_rule_disjoint(r, &it->rule) &&
+		    flow_filter(dev, it) < 0)
+			qps_packet_log("cannot update the filter of a "
+				       "steering rule; frames may reach two "
+				       "rules");
+}
+
+static void flow_unlink(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
+{
+	struct qps_packet_flow **pp;
+
+	for (pp = &dev->flows; *pp; pp = &(*pp)->next)
+		if (*pp == fl) {
+			*pp = fl->next;
+			dev->nflows--;
+			return;
+		}
+}
+
+static void flow_link(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
+{
+	struct qps_packet_flow **pp = &dev->flows;
+
+	while (*pp && qps_packet_rule_before(&(*pp)->rule, &fl->rule))
+		pp = &(*pp)->next;
+	fl->next = *pp;
+	*pp = fl;
+	dev->nflows++;
+}
+
+static bool group_mac(const struct qps_packet_rule *r)
+{
+	static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+	return !memcmp(r->mac_mask, bcast, 6) && (r->mac[0] & 1) &&
+	       memcmp(r->mac, bcast, 6);
+}
+
+static void flow_close(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
+{
+	if (fl->fd >= 0) {
+		epoll_ctl(dev->epfd, EPOLL_CTL_DEL, fl->fd, NULL);
+		qps_packet_flow_stats(fl);
+		close(fl->fd);	/* drops its MAC membership too */
+	}
+	qps_packet_ring_unmap(&fl->rx);
+	dev->retired.rx_cqes += qps_packet_read(&fl->rx_cqes);
+	dev->retired.rx_no_buf += qps_packet_read(&fl->rx_no_buf);
+	dev->retired.rx_drops += qps_packet_read(&fl->rx_no_buf) +
+				 qps_packet_read(&fl->ring_drops) +
+				 qps_packet_read(&fl->rx_len_err) +
+				 qps_packet_read(&fl->rx_vlan);
+	free(fl);
+}
+
+/* Socket, ring, filter, membership, bind: in that order (see top). */
+static int flow_open(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
+		     struct qps_packet_flow *fl)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct sockaddr_ll sll;
+	uint32_t frames;
+	int one = 1, ret;
+
+	fl->fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (fl->fd < 0)
+		return -errno;
+	/* Kernels before 4.20 lack it; ETH_P_IP sockets see no outgoing
+	 * frames anyway, and rx_one() checks. */
+	(void)setsockopt(fl->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one,
+			 sizeof(one));
+	frames = qps_packet_pow2(qp->base.cap.max_recv_wr);
+	if (frames < QPS_PACKET_RX_FRAMES_MIN)
+		frames = QPS_PACKET_RX_FRAMES_MIN;
+	ret = qps_packet_ring_setup(fl->fd, PACKET_RX_RING,
+				    qps_packet_frame_size(PKT_RX_FRAME_EXTRA +
+							  dev->info.mtu +
+							  QPS_PACKET_ETH_HLEN +
+							  PKT_VLAN_HLEN),
+				    frames, &fl->rx);
+	if (ret < 0)
+		return ret;
+	ret = flow_filter(dev, fl);
+	if (ret < 0)
+		return ret;
+	if (group_mac(&fl->rule)) {
+		ret = qps_packet_mac_member(fl->fd, dev->ifindex, fl->rule.mac,
+					    true);
+		if (ret < 0)
+			return ret;
+		fl->mc_member = true;
+	}
+	memset(&sll, 0, sizeof(sll));
+	sll.sll_family = AF_PACKET;
+	sll.sll_protocol = htons(ETH_P_IP);
+	sll.sll_ifindex = dev->ifindex;
+	if (bind(fl->fd, (struct sockaddr *)&sll, sizeof(sll)) < 0)
+		return -errno;
+	ev.data.ptr = fl;
+	if (epoll_ctl(dev->epfd, EPOLL_CTL_ADD, fl->fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+int qps_packet_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
+			   struct qps_flow **flow_out)
+{
+	struct qps_packet_qp *qp = qps_packet_qp(q);
+	struct qps_packet_dev *dev = qps_packet_dev(q->dev);
+	struct qps_packet_flow *fl;
+	struct qps_packet_rule r;
+	int ret;
+
+	if (!attr || !flow_out || !qp->rq_cnt)
+		return -EINVAL;
+	ret = qps_packet_rule_parse(attr, &r);
+	if (ret < 0)
+		return ret;
+	fl = calloc(1, sizeof(*fl));
+	if (!fl)
+		return -ENOMEM;
+	fl->fd = -1;
+	fl->base.qp = q;
+	pthread_mutex_lock(&dev->lock);
+	if (dev->nflows >= QPS_PACKET_MAX_FLOWS) {
+		pthread_mutex_unlock(&dev->lock);
+		free(fl);
+		return -ENOSPC;
+	}
+	r.seq = ++dev->flow_seq;
+	fl->rule = r;
+	/* Linked before its socket is bound: the weaker rules stop taking
+	 * its frames first, so a frame is never delivered twice. */
+	flow_link(dev, fl);
+	refilter_weaker(dev, &fl->rule);
+	ret = flow_open(dev, qp, fl);
+	if (ret < 0) {
+		flow_unlink(dev, fl);
+		refilter_weaker(dev, &fl->rule);
+		flow_close(dev, fl);
+		pthread_mutex_unlock(&dev->lock);
+		return ret;
+	}
+	pthread_mutex_lock(&qp->rq_lock);
+	qp->nflows++;
+	pthread_mutex_unlock(&qp->rq_lock);
+	pthread_mutex_unlock(&dev->lock);
+	*flow_out = &fl->base;
+	return 0;
+}
+
+int qps_packet_destroy_flow(struct qps_flow *flow)
+{
+	struct qps_packet_flow *fl = qps_packet_container_of(flow,
+						struct qps_packet_flow, base);
+	struct qps_packet_qp *qp = qps_packet_qp(flow->qp);
+	struct qps_packet_dev *dev = qps_packet_dev(flow->qp->dev);
+	struct qps_packet_rule r = fl->rule;
+
+	pthread_mutex_lock(&dev->lock);
+	flow_unlink(dev, fl);
+	pthread_mutex_lock(&qp->rq_lock);
+	qp->nflows--;
+	pthread_mutex_unlock(&qp->rq_lock);
+	/* Closed before the weaker rules take over its frames: a frame in
+	 * between is lost, never delivered twice. */
+	flow_close(dev, fl);
+	refilter_weaker(dev, &r);
+	pthread_mutex_unlock(&dev->lock);
+	return 0;
+}

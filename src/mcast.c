@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Multicast membership: qps_join() and qps_leave(), and one steering rule
+ * on the device per joined (group, UDP port), shared by every endpoint of
+ * the context that joined it and removed by the last leave.
+ *
+ * The device rule (ETH dst = the group's MAC, IPv4 dst = group, UDP dst =
+ * port) steers into the context's receive QP. A ConnectX-3 CQE cannot say
+ * which rule matched (mlx4 has no flow tag), so the receive path finds the
+ * rule again from the header it has parsed anyway, with one probe of the
+ * table below; the rule then carries its subscribers, and a rule with one
+ * subscriber is the early-demux path (demux.c, docs/architecture.md).
+ *
+ * Source-specific joins filter in software: one rule serves endpoints with
+ * different source lists, so it matches every source.
+ *
+ * Writers hold ctx->ctl_lock. The table and each rule version are read by
+ * the receive path without it, and freed after a grace period (demux.h).
+ */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qps_int.h"
+
+#define QPS_MC_TAB_MIN 64u
+
+static uint32_t qps_mc_hash(uint32_t group, uint16_t port)
+{
+	uint32_t h = group ^ ((uint32_t)port << 16 | port);
+
+	/* Avalanche so that groups differing in one byte spread out. */
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
+}
+
+/* Receive path (any thread inside an epoch section) and writers. The
+ * table always has a NULL slot (load <= 1/2), so the probe ends. */
+struct qps_mc_rule *qps_mc_lookup(const struct qps_mc_tab *t, uint32_t group,
+				  uint16_t port)
+{
+	uint32_t i = qps_mc_hash(group, port) & t->mask;
+	struct qps_mc_rule *r;
+
+	for (;; i = (i + 1) & t->mask) {
+		/* Pairs with QPS_RCU_STORE of the slot by a writer. */
+		r = QPS_RCU_LOAD(t->slot[i]);
+		if (!r)
+			return NULL;
+		if (r != QPS_MC_TOMB && r->group == group && r->port == port)
+			return r;
+	}
+}
+
+void qps_mc_prefetch(const struct qps_mc_tab *t, uint32_t group, uint16_t port,
+		     int stage)
+{
+	struct qps_mc_rule *const *slot;
+	struct qps_mc_rule *r;
+
+	slot = &t->slot[qps_mc_hash(group, port) & t->mask];
+	if (stage == 0) {
+		__builtin_prefetch(slot);
+		return;
+	}
+	r = QPS_RCU_LOAD(*slot);
+	if (r && r != QPS_MC_TOMB)
+		__builtin_prefetch(r);
+}
+
+static struct qps_mc_tab *qps_mc_tab_new(uint32_t nslots)
+{
+	struct qps_mc_tab *t;
+
+	t = calloc(1, sizeof(*t) + (size_t)nslots * sizeof(t->slot[0]));
+	if (t)
+		t->mask = nslots - 1;
+	return t;
+}
+
+/* Writers: the slot index holding (group, port), or -1. */
+static int64_t qps_mc_find(const struct qps_mc_tab *t, uint32_t group,
+			   uint16_t port)
+{
+	uint32_t i = qps_mc_hash(group, port) & t->mask;
+	const struct qps_mc_rule *r;
+
+	for (;; i = (i + 1) & t->mask) {
+		r = t->slot[i];
+		if (!r)
+			return -1;
+		if (r != QPS_MC_TOMB && r->group == group && r->port == port)
+			return i;
+	}
+}
+
+static void qps_mc_tab_put(struct qps_mc_tab *t, struct qps_mc_rule *r)
+{
+	uint32_t i = qps_mc_hash(r->group, r->port) & t->mask;
+
+	while (t->slot[i] && t->slot[i] != QPS_MC_TOMB)
+		i = (i + 1) & t->mask;
+	if (t->slot[i] == QPS_MC_TOMB)
+		t->tombs--;
+	t->live++;
+	/* Release (seq-cst): @r is complete before a reader can see it. */
+	QPS_RCU_STORE(t->slot[i], r);
+}
+
+/* Room for one more rule; rebuilds (and republishes) when live rules plus
+ * tombstones would pass half the slots. */
+static int qps_mc_tab_reserve(struct qps_ctx *ctx)
+{
+	struct qps_mc_tab *t = ctx->mc_tab, *nt;
+	uint32_t n = QPS_MC_TAB_MIN, i;
+
+	if ((t->live + t->tombs + 1) * 2 <= t->mask + 1)
+		return 0;
+	while (n < (t->live + 1) * 4)
+		n <<= 1;
+	nt = qps_mc_tab_new(n);
+	if (!nt)
+		return -ENOMEM;
+	for (i = 0; i <= t->mask; i++)
+		if (t->slot[i] && t->slot[i] != QPS_MC_TOMB)
+			qps_mc_tab_put(nt, t->slot[i]);
+	/* Readers move to @nt; those still probing @t see the same rules. */
+	QPS_RCU_STORE(ctx->mc_tab, nt);
+	qps_retire(ctx, t);
+	return 0;
+}
+
+static struct qps_mc_rule *qps_mc_rule_new(uint32_t n)
+{
+	size_t len = sizeof(struct qps_mc_rule) + n * sizeof(struct qps_mc_sub);
+	struct qps_mc_rule *r;
+
+	len = (len + QPS_CACHELINE - 1) & ~(size_t)(QPS_CACHELINE - 1);
+	r = aligned_alloc(QPS_CACHELINE, len);
+	if (r)
+		memset(r, 0, len);
+	return r;
+}
+
+static int qps_mc_flow_create(struct qps_ctx *ctx, uint32_t group,
+			      uint16_t port, struct qps_flow **flow)
+{
+	uint8_t buf[QPS_FLOW_ATTR_MAX] __attribute__((aligned(8)));
+	struct qps_flow_match m;
+
+	memset(&m, 0, sizeof(m));
+	qps_mcast_mac(group, m.dst_mac);
+	m.match_mac = true;
+	m.dst_ip = group;
+	m.dst_port = port;
+	m.priority = 1;
+	m.type = IBV_FLOW_ATTR_NORMAL;
+	return ctx->ops->create_flow(ctx->qp, qps_flow_attr_build(buf, &m),
+				     flow);
+}
+
+static void qps_mc_count(struct qps_ctx *ctx, int joins, int leaves,
+			 int rules, int created)
+{
+	pthread_mutex_lock(&ctx->rx_lock);
+	ctx->st.mc_joins += joins;
+	ctx->st.mc_leaves += leaves;
+	ctx->st.mc_rule_refs += joins - leaves;
+	ctx->st.mc_rules += rules;
+	ctx->st.mc_rules_created += created;
+	pthread_mutex_unlock(&ctx->rx_lock);
+}
+
+/* A device without room says -ENOSPC; to the application that is the
+ * membership limit, -ENOBUFS as IP_ADD_MEMBERSHIP says it. */
+static int qps_mc_dev_err(int ret)
+{
+	return ret == -ENOSPC ? -ENOBUFS : ret;
+}
+
+static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
+			  uint32_t group, uint32_t source)
+{
+	uint16_t port = ep->local.sin_port;
+	struct qps_mc_rule *old, *r;
+	int64_t idx = qps_mc_find(ctx->mc_tab, group, port);
+	int ret;
+
+	if (idx < 0) {
+		ret = qps_mc_tab_reserve(ctx);
+		if (ret < 0)
+			return ret;
+		r = qps_mc_rule_new(1);
+		if (!r)
+			return -ENOMEM;
+		ret = qps_mc_flow_create(ctx, group, port, &r->flow);
+		if (ret < 0) {
+			free(r);
+			return qps_mc_dev_err(ret);
+		}
+		r->group = group;
+		r->port = port;
+		r->n = 1;
+		r->s[0].ep = ep;
+		r->s[0].source = source;
+		/* Frames the rule steers before this store find no rule and
+		 * count as rx_no_endpoint: the join has not returned yet. */
+		qps_mc_tab_put(ctx->mc_tab, r);
+		qps_mc_count(ctx, 0, 0, 1, 1);
+		return 0;
+	}
+	old = ctx->mc_tab->slot[idx];
+	r = qps_mc_rule_new(old->n + 1);
+	if (!r)
+		return -ENOMEM;
+	memcpy(r, old, sizeof(*r) + old->n * sizeof(old->s[0]));
+	r->s[r->n].ep = ep;
+	r->s[r->n].source = source;
+	r->n++;
+	/* Release (seq-cst): the new version replaces the old in place. */
+	QPS_RCU_STORE(ctx->mc_tab->slot[idx], r);
+	qps_retire(ctx, old);
+	return 0;
+}
+
+static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
+			   uint32_t group, uint32_t source)
+{
+	struct qps_mc_tab *t = ctx->mc_tab;
+	int64_t idx = qps_mc_find(t, group, ep->local.sin_port);
+	struct qps_mc_rule *old, *r;
+	uint32_t i, j;
+
+	if (idx < 0)
+		return;
+	old = t->slot[idx];
+	if (old->n == 1) {
+		/* The last subscriber: the device stops steering first. */
+		QPS_RCU_STORE(t->slot[idx], QPS_MC_TOMB);
+		t->live--;
+		t->tombs++;
+		ctx->ops->destroy_flow(old->flow);
+		qps_retire(ctx, old);
+		qps_mc_count(ctx, 0, 0, -1, 0);
+		return;
+	}
+	r = qps_mc_rule_new(old->n - 1);
+	if (!r) {
+		/* No memory for a new version: edit this one with the
+		 * receive path stopped (it reads only under rx_lock). */
+		pthread_mutex_lock(&ctx->rx_lock);
+		for (i = 0; i < old->n; i++)
+			if (old->s[i].ep == ep && old->s[i].source == source)
+				break;
+		if (i < old->n) {
+			old->s[i] = old->s[old->n - 1];
+			old->n--;
+		}
+		pthread_mutex_unlock(&ctx->rx_lock);
+		return;
+	}
+	memcpy(r, old, sizeof(*r));
+	r->n = 0;
+	for (i = 0, j = 0; i < old->n; i++) {
+		if (old->s[i].ep == ep && old->s[i].source == source)
+			continue;
+		r->s[j++] = old->s[i];
+	}
+	r->n = j;
+	QPS_RCU_STORE(t->slot[idx], r);
+	qps_retire(ctx, old);
+}
+
+/* Drop membership @i of @ep: its rule reference and its L2 filter entry. */
+static void qps_mc_drop(struct qps_ep *ep, uint32_t i)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	struct qps_ep_mc m = ep->mc[i];
+	struct in_addr g = { .s_addr = m.group }, s = { .s_addr = m.source };
+
+	qps_mc_sub_del(ctx, ep, m.group, m.source);
+	/* -EOPNOTSUPP: the provider has no separate filter. */
+	ctx->ops->mcast_detach(ctx->dev, g, s);
+	ep->mc[i] = ep->mc[--ep->nmc];
+	qps_mc_count(ctx, 0, 1, 0, 0);
+}
+
+void qps_mcast_leave_all_locked(struct qps_ep *ep)
+{
+	while (ep->nmc)
+		qps_mc_drop(ep, ep->nmc - 1);
+	free(ep->mc);
+	ep->mc = NULL;
+	ep->mc_cap = 0;
+}
+
+static int qps_mreq_check(struct qps_ep *ep, const struct qps_mreq *mreq,
+			  socklen_t len, struct qps_mreq *out)
+{
+	int ret = qps_ep_check(ep);
+	uint32_t src;
+
+	if (ret < 0)
+		return ret;
+	if (!mreq)
+		return -EFAULT;
+	if (len < sizeof(*mreq))
+		return -EINVAL;
+	memcpy(out, mreq, sizeof(*out));
+	if (!IN_MULTICAST(ntohl(out->group.s_addr)))
+		return -EINVAL;
+	src = ntohl(out->source.s_addr);
+	if (IN_MULTICAST(src) || src == INADDR_BROADCAST)
+		return -EINVAL;
+	if (out->iface.s_addr != INADDR_ANY &&
+	    out->iface.s_addr != ep->ctx->info.addr.s_addr)
+		return -ENODEV;
+	if (out->ifindex != 0 && out->ifindex != QPS_IFINDEX)
+		return -ENODEV;
+	return 0;
+}
+
+static int qps_join_locked(struct qps_ep *ep, const struct qps_mreq *mr)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	uint32_t group = mr->group.s_addr, source = mr->source.s_addr;
+	uint32_t i, laddr = ep->local.sin_addr.s_addr;
+	const struct qps_mc_rule *r;
+	struct qps_ep_mc *nm;
+	int64_t idx;
+	int ret;
+
+	if (qps_ep_check(ep) < 0)
+		return -EBADF;
+	if (!ep->bound || (laddr != INADDR_ANY && laddr != group))
+		return -EINVAL;
+	/* The rule's subscribers are this endpoint's memberships of the
+	 * group: no walk over everything the endpoint joined. */
+	idx = qps_mc_find(ctx->mc_tab, group, ep->local.sin_port);
+	r = idx < 0 ? NULL : ctx->mc_tab->slot[idx];
+	for (i = 0; r && i < r->n; i++) {
+		if (r->s[i].ep != ep)
+			continue;
+		if (r->s[i].source == source)
+			return -EADDRINUSE;
+		if ((r->s[i].source == INADDR_ANY) != (source == INADDR_ANY))
+			return -EINVAL;
+	}
+	if (ep->nmc == ep->mc_cap) {
+		uint32_t cap = ep->mc_cap ? ep->mc_cap * 2 : 4;
+
+		nm = realloc(ep->mc, cap * sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		ep->mc = nm;
+		ep->mc_cap = cap;
+	}
+	ret = ctx->ops->mcast_attach(ctx->dev, mr->group, mr->source);
+	if (ret < 0 && ret != -EOPNOTSUPP)
+		return qps_mc_dev_err(ret);
+	ret = qps_mc_sub_add(ctx, ep, group, source);
+	if (ret < 0) {
+		ctx->ops->mcast_detach(ctx->dev, mr->group, mr->source);
+		return ret;
+	}
+	ep->mc[ep->nmc].group = group;
+	ep->mc[ep->nmc].source = source;
+	ep->nmc++;
+	qps_mc_count(ctx, 1, 0, 0, 0);
+	return 0;
+}
+
+int qps_join(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_mreq mr;
+	struct qps_ctx *ctx;
+	int ret = qps_mreq_check(ep, mreq, len, &mr);
+
+	if (ret < 0)
+		return ret;
+	ctx = ep->ctx;
+	pthread_mutex_lock(&ctx->ctl_lock);
+	ret = qps_join_locked(ep, &mr);
+	qps_retire_flush(ctx);
+	pthread_mutex_unlock(&ctx->ctl_lock);
+	return ret;
+}
+
+int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_mreq mr;
+	struct qps_ctx *ctx;
+	uint32_t i, found = 0;
+	int ret = qps_mreq_check(ep, mreq, len, &mr);
+
+	if (ret < 0)
+		return ret;
+	ctx = ep->ctx;
+	pthread_mutex_lock(&ctx->ctl_lock);
+	if (qps_ep_check(ep) < 0) {
+		pthread_mutex_unlock(&ctx->ctl_lock);
+		return -EBADF;
+	}
+	for (i = 0; i < ep->nmc;) {
+		if (ep->mc[i].group == mr.group.s_addr &&
+		    (mr.source.s_addr == INADDR_ANY ||
+		     ep->mc[i].source == mr.source.s_addr)) {
+			qps_mc_drop(ep, i);	/* moves the last into @i */
+			found++;
+		} else {
+			i++;
+		}
+	}
+	qps_retire_flush(ctx);
+	pthread_mutex_unlock(&ctx->ctl_lock);
+	return found ? 0 : -EADDRNOTAVAIL;
+}
+
+int qps_mcast_init(struct qps_ctx *ctx)
+{
+	ctx->mc_tab = qps_mc_tab_new(QPS_MC_TAB_MIN);
+	return ctx->mc_tab ? 0 : -ENOMEM;
+}
+
+/* Every endpoint is closed by now, so every rule is gone. */
+void qps_mcast_fini(struct qps_ctx *ctx)
+{
+	free(ctx->mc_tab);
+	ctx->mc_tab = NULL;
+}

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: MIT
+/*
+ * prio_bands.c - three priority bands of MPSC rings and the transmitter
+ * owner protocol (docs/prio_queues.md).
+ *
+ * The owner word is 0 (free), OWNER, or OWNER|MISSED; MISSED never stands
+ * alone. A producer that has published its item either takes the word or
+ * sets MISSED with a read-modify-write, so it is ordered against the
+ * owner's release: before it, the owner sees MISSED and drains again;
+ * after it, the producer finds the word free and becomes the owner itself.
+ * Either way its item is posted (the STATE_MISSED fix of the lockless
+ * qdisc, without its spinlock). When MISSED is already set the producer
+ * skips the write, so with a busy owner the word's cache line is written
+ * once per drain round rather than once per item; that needs its publish
+ * and its look at the word to be seq_cst, like the owner's exchange that
+ * clears MISSED and its loads of the cells (see qps_prio_flag()). Every
+ * other access to the word is a seq_cst RMW too: on x86 that costs
+ * nothing over acq_rel, and it keeps a single total order to reason in.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mpsc_ring.h"
+#include "prio_bands.h"
+
+#define QPS_PRIO_OWNER 1u
+#define QPS_PRIO_MISSED 2u
+
+const uint8_t qps_prio2band[QPS_PRIO_MAX + 1] = {
+	1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+
+struct qps_prio {
+	/* Owner word: its own line; producers RMW it when the owner is busy. */
+	alignas(QPS_MPSC_GUARD) _Atomic uint32_t state;
+
+	/* Read-mostly. */
+	alignas(QPS_MPSC_GUARD) qps_prio_post_fn post;
+	void *arg;
+	int (*idle)(void *arg);
+	uint32_t burst;
+	_Atomic bool paused;
+	void (*release_hook)(void *arg);
+	void *release_hook_arg;
+
+	/* The cell tag of each ring holds the item's bytes. */
+	struct qps_mpsc ring[QPS_PRIO_BANDS];
+
+	/* Owner-written: the last owner left items queued (see
+	 * qps_prio_run()); read by the next owner before a bypass. */
+	alignas(QPS_MPSC_GUARD) _Atomic bool backlog;
+	/* Owner-written counters (one writer at a time, handed over with the
+	 * owner word). */
+	_Atomic uint64_t bypassed[QPS_PRIO_BANDS];
+	_Atomic uint64_t bursts;
+	_Atomic uint64_t redrains;
+	_Atomic uint64_t stalls;
+	_Atomic int last_err;
+
+	/* Producers, only when a band is full (cold: atomic add). */
+	alignas(QPS_MPSC_GUARD) _Atomic uint64_t drops[QPS_PRIO_BANDS];
+};
+
+/* Single-writer counter: a plain load and store, no locked instruction. */
+static inline void qps_prio_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+int qps_prio_create(const struct qps_prio_cfg *cfg, struct qps_prio **out)
+{
+	struct qps_prio *b;
+	uint32_t depth;
+	int i, ret;
+
+	if (!cfg || !cfg->post || !out || cfg->burst > QPS_PRIO_BURST_MAX)
+		return -EINVAL;
+	b = aligned_alloc(QPS_MPSC_GUARD, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	memset(b, 0, sizeof(*b));
+	b->post = cfg->post;
+	b->arg = cfg->arg;
+	b->idle = cfg->idle;
+	b->burst = cfg->burst ? cfg->burst : QPS_PRIO_DEFAULT_BURST;
+	for (i = 0; i < QPS_PRIO_BANDS; i++) {
+		depth = cfg->depth[i] ? cfg->depth[i] : QPS_PRIO_DEFAULT_DEPTH;
+		ret = qps_mpsc_init(&b->ring[i], depth);
+		if (ret < 0)
+			goto err;
+	}
+	*out = b;
+	return 0;
+err:
+	qps_prio_destroy(b);
+	return ret;
+}
+
+void qps_prio_destroy(struct qps_prio *b)
+{
+	int i;
+
+	if (!b)
+		return;
+	for (i = 0; i < QPS_PRIO_BANDS; i++)
+		qps_mpsc_fini(&b->ring[i]);
+	free(b);
+}
+
+/*
+ * After publishing an item: take the transmitter, or make sure its owner
+ * drains again (MISSED). Returns true if we took it.
+ *
+ * Taking it (acquire side) pairs with the release in qps_prio_release(),
+ * so the previous owner's consumer state is ours. Setting MISSED (release
+ * side) pairs with the exchange in qps_prio_release(), so our item is
+ * visible to the owner's next drain. With @sc the item was published
+ * seq_cst and MISSED found set needs no write: our publish precedes our
+ * load of the word, which precedes the exchange that will clear MISSED
+ * (the load read an older value), which precedes the owner's seq_cst loads
+ * of the cells, all in the single seq_cst order; so the drain after that
+ * exchange sees the item. A plain acquire/release pair could not promise
+ * it: the load could be satisfied while our store is still buffered.
+ */
+static bool qps_prio_flag(struct qps_prio *b, bool sc)
+{
+	uint32_t s = atomic_load_explicit(&b->state, memory_order_seq_cst);
+	uint32_t n;
+
+	for (;;) {
+		if (sc && s == (QPS_PRIO_OWNER | QPS_PRIO_MISSED))
+			return false;
+		n = s ? (s | QPS_PRIO_MISSED) : QPS_PRIO_OWNER;
+		if (atomic_compare_exchange_weak_explicit(&b->state, &s, n,
+							  memory_order_seq_cst,
+							  memory_order_seq_cst))
+			return s == 0;
+	}
+}
+
+static bool qps_prio_all_empty(const struct qps_prio *b)
+{
+	int i;
+
+	for (i = 0; i < QPS_PRIO_BANDS; i++)
+		if (!qps_mpsc_empty(&b->ring[i]))
+			return false;
+	return true;
+}
+
+int qps_prio_pending(const struct qps_prio *b)
+{
+	int i, n = 0;
+
+	for (i = 0; i < QPS_PRIO_BANDS; i++)
+		n += (int)qps_mpsc_count(&b->ring[i]);
+	return n;
+}
+
+static void qps_prio_stall(struct qps_prio *b, int ret)
+{
+	qps_prio_add(&b->stalls, 1);
+	if (ret < 0)
+		atomic_store_explicit(&b->last_err, ret, memory_order_relaxed);
+}
+
+/*
+ * Owner: post bursts, highest band first, re-choosing the band after every
+ * burst (strict priority), until the bands are empty, the transmitter is
+ * paused, or a post takes fewer items than offered. A cell claimed but not
+ * yet published ends its band's burst early; its producer will flag us.
+ * Returns the number of items posted.
+ */
+static uint32_t qps_prio_drain(struct qps_prio *b)
+{
+	void *items[QPS_PRIO_BURST_MAX];
+	uint32_t total = 0, n = 0, k;
+	bool more;
+	int band, ret;
+
+	for (;;) {
+		if (atomic_load_explicit(&b->paused, memory_order_relaxed))
+			return total;
+		for (band = 0; band < QPS_PRIO_BANDS; band++) {
+			n = qps_mpsc_peek(&b->ring[band], items, NULL,
+					  b->burst);
+			if (n)
+				break;
+		}
+		if (band == QPS_PRIO_BANDS)
+			return total;
+		more = (uint32_t)qps_prio_pending(b) > n;
+		ret = b->post(b->arg, items, n, more);
+		qps_prio_add(&b->bursts, 1);
+		k = ret < 0 ? 0 : (uint32_t)ret > n ? n : (uint32_t)ret;
+		if (k) {
+			qps_mpsc_consume(&b->ring[band], k);
+			total += k;
+		}
+		if (k < n) {
+			qps_prio_stall(b, ret);
+			return total;
+		}
+	}
+}
+
+/*
+ * Owner: give the transmitter up, unless a producer flagged MISSED since
+ * we took it or last cleared the flag: then stay owner, clear MISSED and
+ * return false so the caller drains again.
+ */
+static bool qps_prio_release(struct qps_prio *b)
+{
+	uint32_t s = QPS_PRIO_OWNER;
+
+	if (b->release_hook)
+		b->release_hook(b->release_hook_arg);
+	/* Release side: pairs with the acquire side of the RMW that takes
+	 * the word next (qps_prio_flag() or qps_prio_send()): our consumes
+	 * and counters happen before the next owner's drain. */
+	if (atomic_compare_exchange_strong_explicit(&b->state, &s, 0,
+						    memory_order_seq_cst,
+						    memory_order_seq_cst))
+		return true;
+	/* Acquire side: pairs with the RMWs in qps_prio_flag() that set
+	 * MISSED, so their items are visible to our next drain; seq_cst for
+	 * the producers that found MISSED set and did not write. */
+	atomic_exchange_explicit(&b->state, QPS_PRIO_OWNER,
+				 memory_order_seq_cst);
+	qps_prio_add(&b->redrains, 1);
+	return false;
+}
+
+/*
+ * Owner: drain until the transmitter can be given up. Returns the items
+ * posted. The loop is bounded: each extra round needs an item enqueued
+ * during the previous one, and a band that is not drained (paused, QP
+ * full) fills up.
+ *
+ * Before each release it records whether anything is still queued
+ * (claimed, so also a cell whose producer has not published yet): the
+ * drain stopped early, or it met an unpublished cell with published ones
+ * behind it. The next owner must not bypass such items. Items queued
+ * after this look belong to sends still in progress, which no later send
+ * has to follow; their producers flag the word and get them drained.
+ */
+static uint32_t qps_prio_run(struct qps_prio *b)
+{
+	uint32_t total = 0;
+
+	do {
+		total += qps_prio_drain(b);
+		atomic_store_explicit(&b->backlog, !qps_prio_all_empty(b),
+				      memory_order_relaxed);
+	} while (!qps_prio_release(b));
+	return total;
+}
+
+/*
+ * Owner: post @item without touching the rings, unless the last owner left
+ * items queued, so it cannot overtake an item queued by an earlier send
+ * (the kernel's TCQ_F_CAN_BYPASS rule: only an empty qdisc is bypassed).
+ * One owner-written flag instead of six index loads keeps a lone sender's
+ * path short.
+ */
+static bool qps_prio_bypass(struct qps_prio *b, int band, void *item)
+{
+	int ret;
+
+	/* Relaxed: written by a previous owner, ordered by the owner word. */
+	if (atomic_load_explicit(&b->paused, memory_order_relaxed) ||
+	    atomic_load_explicit(&b->backlog, memory_order_relaxed))
+		return false;
+	ret = b->post(b->arg, &item, 1, false);
+	if (ret < 1) {
+		qps_prio_stall(b, ret);
+		return false;
+	}
+	qps_prio_add(&b->bypassed[band], 1);
+	return true;
+}
+
+/* Queue @item in @band; seq_cst publish when @sc (see qps_prio_flag()). */
+static int qps_prio_push(struct qps_prio *b, int band, void *item,
+			 uint32_t bytes, bool sc)
+{
+	struct qps_mpsc *r = &b->ring[band];
+	uint64_t pos;
+	int ret;
+
+	ret = qps_mpsc_claim(r, 1, &pos);
+	if (ret < 0)
+		return ret;
+	qps_mpsc_publish_mo(r, pos, &item, &bytes, 1,
+			    sc ? memory_order_seq_cst : memory_order_release);
+	return 0;
+}
+
+/* Owner, no bypass: queue @item behind what is queued, then drain. Kept
+ * out of line so the bypass path stays short. */
+static __attribute__((noinline)) int
+qps_prio_owner_queue(struct qps_prio *b, int band, void *item, uint32_t bytes)
+{
+	int ret = qps_prio_push(b, band, item, bytes, false);
+
+	/* Full: we are the transmitter, make room first. */
+	if (ret == -EAGAIN && qps_prio_drain(b))
+		ret = qps_prio_push(b, band, item, bytes, false);
+	qps_prio_run(b);
+	return ret;
+}
+
+/* The owner word read @s (busy): queue @item and flag the owner. When it
+ * was already flagged try to get by without writing the word. */
+static __attribute__((noinline)) int
+qps_prio_queue(struct qps_prio *b, int band, void *item, uint32_t bytes,
+	       uint32_t s)
+{
+	bool sc = s == (QPS_PRIO_OWNER | QPS_PRIO_MISSED);
+	int ret = qps_prio_push(b, band, item, bytes, sc);
+
+	if (ret == 0 && qps_prio_flag(b, sc))
+		qps_prio_run(b);
+	return ret;
+}
+
+static inline int qps_prio_send(struct qps_prio *b, void *item,
+				unsigned int prio, uint32_t bytes,
+				bool count_drop)
+{
+	int band = (int)qps_prio_band(prio);
+	uint32_t s = atomic_load_explicit(&b->state, memory_order_relaxed);
+	int ret;
+
+	/* Acquire side: pairs with the release in qps_prio_release(). */
+	if (s == 0 &&
+	    atomic_compare_exchange_strong_explicit(&b->state, &s,
+						    QPS_PRIO_OWNER,
+						    memory_order_seq_cst,
+						    memory_order_relaxed)) {
+		if (qps_prio_bypass(b, band, item)) {
+			/* Nothing to drain unless a producer queued
+			 * meanwhile, and then it has flagged MISSED. */
+			if (!qps_prio_release(b))
+				qps_prio_run(b);
+			return 0;
+		}
+		ret = qps_prio_owner_queue(b, band, item, bytes);
+	} else {
+		ret = qps_prio_queue(b, band, item, bytes, s);
+	}
+	if (ret == -EAGAIN && count_drop)
+		atomic_fetch_add_explicit(&b->drops[band], 1,
+					  memory_order_relaxed);
+	return ret;
+}
+
+int qps_prio_enqueue(struct qps_prio *b, void *item, unsigned int prio,
+		     uint32_t bytes)
+{
+	return qps_prio_send(b, item, prio, bytes, true);
+}
+
+static int64_t qps_prio_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int qps_prio_enqueue_wait(struct qps_prio *b, void *item, unsigned int prio,
+			  uint32_t bytes, int64_t timeout_ns)
+{
+	int64_t deadline = 0;
+	int ret;
+
+	if (timeout_ns > 0)
+		deadline = qps_prio_now_ns() + timeout_ns;
+	for (;;) {
+		ret = qps_prio_send(b, item, prio, bytes, false);
+		if (ret != -EAGAIN)
+			return ret;
+		if (timeout_ns == 0 ||
+		    (timeout_ns > 0 && qps_prio_now_ns() >= deadline))
+			break;
+		qps_prio_kick(b);
+		ret = b->idle ? b->idle(b->arg) : sched_yield();
+		if (ret < 0)
+			return ret;
+	}
+	atomic_fetch_add_explicit(&b->drops[qps_prio_band(prio)], 1,
+				  memory_order_relaxed);
+	return -EAGAIN;
+}
+
+int qps_prio_kick(struct qps_prio *b)
+{
+	if (!qps_prio_flag(b, false))
+		return 0;
+	return (int)qps_prio_run(b);
+}
+
+int qps_prio_pause(struct qps_prio *b)
+{
+	atomic_store_explicit(&b->paused, true, memory_order_relaxed);
+	return 0;
+}
+
+int qps_prio_resume(struct qps_prio *b)
+{
+	atomic_store_explicit(&b->paused, false, memory_order_relaxed);
+	return qps_prio_kick(b);
+}
+
+int qps_prio_set_release_hook(struct qps_prio *b, void (*fn)(void *arg),
+			      void *arg)
+{
+	b->release_hook = fn;
+	b->release_hook_arg = arg;
+	return 0;
+}
+
+int qps_prio_stats(const struct qps_prio *b, struct qps_prio_stats *st)
+{
+	struct qps_prio_band_stats *bs;
+	const struct qps_mpsc *r;
+	uint64_t h, c, i;
+	int band;
+
+	memset(st, 0, sizeof(*st));
+	for (band = 0; band < QPS_PRIO_BANDS; band++) {
+		r = &b->ring[band];
+		bs = &st->band[band];
+		c = atomic_load_explicit(&r->cons, memory_order_relaxed);
+		h = atomic_load_explicit(&r->head, memory_order_relaxed);
+		bs->enqueued = h;
+		bs->dequeued = c;
+		bs->depth = qps_mpsc_used(h, c);
+		if (bs->depth > r->cap)
+			bs->depth = r->cap;
+		/* Cells still being written count with a stale length. */
+		for (i = 0; i < bs->depth; i++)
+			bs->bytes += atomic_load_explicit(
+				&r->cells[(c + i) & r->mask].aux,
+				memory_order_relaxed);
+		bs->bypassed = atomic_load_explicit(&b->bypassed[band],
+						    memory_order_relaxed);
+		bs->drops = atomic_load_explicit(&b->drops[band],
+						 memory_order_relaxed);
+	}
+	st->bursts = atomic_load_explicit(&b->bursts, memory_order_relaxed);
+	st->redrains = atomic_load_explicit(&b->redrains, memory_order_relaxed);
+	st->stalls = atomic_load_explicit(&b->stalls, memory_order_relaxed);
+	st->last_err = atomic_load_explicit(&b->last_err, memory_order_relaxed);
+	return 0;
+}

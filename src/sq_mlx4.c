@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mlx4 direct send path: the core writes WQEs into the provider's send
+ * ring itself, in the layout of infiniband/mlx4dv.h (as libmlx4 and
+ * mlx4_en do), and decides when to wake the device.
+ *
+ * A WQE passes to the device when its owner word is written, last and
+ * after a release barrier; the device only looks when told to, by a
+ * doorbell or a BlueFlame write. qps_sq_mlx4_ring() tells it once for
+ * everything written since the last time: through BlueFlame when the last
+ * WQE fits half of the register (the device then takes that WQE from the
+ * register instead of fetching it), else through the doorbell register.
+ * The doorbell carries no producer index, so a postponed doorbell only
+ * delays the device; it never exposes a half-written WQE.
+ *
+ * Called under ctx->tx_lock (or by a test that owns the queue).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+#include <infiniband/mlx4dv.h>
+
+#include "qps_int.h"
+
+#define QPS_MLX4_WQEBB 64u
+#define QPS_MLX4_STAMP 0xffffffffu
+#define QPS_MLX4_OWNER (1u << 31)
+#define QPS_MLX4_BF_MAX 512u	/* largest register half we stage */
+#define QPS_MLX4_SHIFT_MAX 12
+
+/*
+ * Stores before it reach memory before stores after it, device included
+ * (rdma-core's udma_to_device_barrier: a compiler barrier on x86). The
+ * thread sanitizer has no fences; there a compiler barrier stands in, and
+ * the ordering it checks comes from the owner word's release store.
+ */
+#ifdef __SANITIZE_THREAD__
+#define qps_udma_to_device_barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#else
+#define qps_udma_to_device_barrier() __atomic_thread_fence(__ATOMIC_RELEASE)
+#endif
+
+static uint8_t *qps_sq_mlx4_slot(const struct qps_sq_mlx4 *sq, uint32_t ind)
+{
+	return (uint8_t *)sq->m.buf +
+	       ((size_t)(ind & (sq->m.wqe_cnt - 1)) << sq->m.wqe_shift);
+}
+
+/* Inline bytes a slot holds: chunks never cross 64 bytes, the first loses
+ * the ctrl segment, each one an inline header. */
+static uint32_t qps_sq_mlx4_inline_cap(uint32_t stride)
+{
+	return QPS_MLX4_WQEBB - sizeof(struct mlx4_wqe_ctrl_seg) -
+	       sizeof(struct mlx4_wqe_inline_seg) +
+	       (stride / QPS_MLX4_WQEBB - 1) *
+	       (QPS_MLX4_WQEBB - sizeof(struct mlx4_wqe_inline_seg));
+}
+
+int qps_sq_mlx4_init(struct qps_sq_mlx4 *sq, struct qps_qp *qp)
+{
+	const struct qps_mlx4_sq *m = &sq->m;
+	uint32_t stride, cap;
+	int ret;
+
+	memset(sq, 0, sizeof(*sq));
+	ret = qp->dev->ops->mlx4_sq(qp, &sq->m);
+	if (ret < 0)
+		return ret;
+	/* What the provider hands over is checked once, here. */
+	if (!m->buf || !m->wqe_cnt || (m->wqe_cnt & (m->wqe_cnt - 1)) ||
+	    m->wqe_shift < 6 || m->wqe_shift > QPS_MLX4_SHIFT_MAX ||
+	    !m->max_post || m->max_post + m->spare_wqes > m->wqe_cnt ||
+	    !m->wrid || !m->head || !m->tail || !m->db_write)
+		return -EPROTO;
+	stride = 1u << m->wqe_shift;
+	cap = qps_sq_mlx4_inline_cap(stride);
+	sq->qp = qp;
+	sq->max_inline = qp->cap.max_inline_data < cap ?
+			 qp->cap.max_inline_data : cap;
+	sq->head = sq->rung = *m->head;
+	sq->bf = m->bf_reg && m->bf_copy && m->bf_buf_size &&
+		 m->bf_buf_size % QPS_MLX4_WQEBB == 0 &&
+		 m->bf_buf_size <= QPS_MLX4_BF_MAX;
+	return 0;
+}
+
+uint32_t qps_sq_mlx4_room(const struct qps_sq_mlx4 *sq)
+{
+	/* Acquire: pairs with the release of the tail by poll_cq (emu's
+	 * send_wc); the slots below it are no longer read by the device. */
+	uint32_t tail = __atomic_load_n(sq->m.tail, __ATOMIC_ACQUIRE);
+	uint32_t used = sq->head - tail;
+
+	return used < sq->m.max_post ? sq->m.max_post - used : 0;
+}
+
+/* Inline chunks of at most 64 bytes, headers included; returns the bytes
+ * written after the ctrl segment. */
+static uint32_t qps_sq_mlx4_inline(uint8_t *wqe, const uint8_t *src,
+				   uint32_t len)
+{
+	uint32_t off = sizeof(struct mlx4_wqe_ctrl_seg), nseg = 0, left = len;
+
+	while (left) {
+		struct mlx4_wqe_inline_seg *seg = (void *)(wqe + off);
+		uint32_t room = QPS_MLX4_WQEBB - off % QPS_MLX4_WQEBB -
+				sizeof(*seg);
+		uint32_t n = left < room ? left : room;
+
+		memcpy(seg + 1, src, n);
+		/* As libmlx4: a chunk's data before its byte count, so a
+		 * device prefetching 64-byte chunks never pairs a valid
+		 * count with stale data. */
+		qps_udma_to_device_barrier();
+		seg->byte_count = htobe32(MLX4_INLINE_SEG | n);
+		off += sizeof(*seg) + n;
+		src += n;
+		left -= n;
+		nseg++;
+	}
+	return len + nseg * sizeof(struct mlx4_wqe_inline_seg);
+}
+
+/* 0xffffffff in the first dword of every chunk but the first of the WQE
+ * at @ind, over its old size: a device reading ahead stops there. */
+static void qps_sq_mlx4_stamp(struct qps_sq_mlx4 *sq, uint32_t ind)
+{
+	uint8_t *wqe = qps_sq_mlx4_slot(sq, ind);
+	const struct mlx4_wqe_ctrl_seg *ctrl = (const void *)wqe;
+	uint32_t size = (uint32_t)(ctrl->fence_size & 0x3f) * 16;
+	uint32_t stride = 1u << sq->m.wqe_shift;
+	uint32_t off;
+
+	if (size > stride)
+		size = stride;
+	for (off = QPS_MLX4_WQEBB; off < size; off += QPS_MLX4_WQEBB)
+		*(uint32_t *)(void *)(wqe + off) = QPS_MLX4_STAMP;
+}
+
+/*
+ * Write one SEND WQE for @frame: inline when it fits, else one data
+ * segment (@lkey must cover the frame until its completion). The device
+ * owns it when this returns but is not told; qps_sq_mlx4_ring() does.
+ * -ENOSPC when the ring is full, -EINVAL for an empty frame.
+ */
+int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
+		      uint32_t len, uint32_t lkey, uint64_t wr_id,
+		      bool signaled)
+{
+	uint32_t ind = sq->head;
+	uint8_t *wqe;
+	struct mlx4_wqe_ctrl_seg *ctrl;
+	uint32_t bytes;
+
+	if (!len || !frame)
+		return -EINVAL;
+	if (!qps_sq_mlx4_room(sq))
+		return -ENOSPC;
+	wqe = qps_sq_mlx4_slot(sq, ind);
+	ctrl = (void *)wqe;
+	if (len <= sq->max_inline) {
+		bytes = qps_sq_mlx4_inline(wqe, frame, len);
+	} else {
+		mlx4dv_set_data_seg((void *)(wqe + sizeof(*ctrl)), len, lkey,
+				    (uintptr_t)frame);
+		bytes = sizeof(struct mlx4_wqe_data_seg);
+	}
+	ctrl->bf_qpn = 0;
+	ctrl->fence_size = (uint8_t)(1 + (bytes + 15) / 16);
+	ctrl->srcrb_flags = htobe32(MLX4_WQE_CTRL_SOLICIT |
+				    (signaled ? MLX4_WQE_CTRL_CQ_UPDATE : 0));
+	ctrl->imm = 0;
+	sq->m.wrid[ind & (sq->m.wqe_cnt - 1)] = wr_id;
+	/* Release: pairs with the device's acquire of owner_opcode (emu's
+	 * engine; udma_to_device_barrier on hardware): the segments and the
+	 * wr_id are visible before ownership passes. */
+	__atomic_store_n(&ctrl->owner_opcode,
+			 htobe32(MLX4_OPCODE_SEND |
+				 ((ind & sq->m.wqe_cnt) ? QPS_MLX4_OWNER : 0)),
+			 __ATOMIC_RELEASE);
+	/* The slot spare_wqes ahead held a WQE that completed (room above
+	 * guarantees it): stamp it for the device's prefetcher. */
+	qps_sq_mlx4_stamp(sq, ind + sq->m.spare_wqes);
+	sq->head = ind + 1;
+	*sq->m.head = sq->head;
+	return 0;
+}
+
+/*
+ * Wake the device for every WQE written since the last call. Returns
+ * QPS_SQ_RANG_BF, QPS_SQ_RANG_DB, or QPS_SQ_RANG_NONE when nothing waited.
+ */
+int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq)
+{
+	uint8_t img[QPS_MLX4_BF_MAX] __attribute__((aligned(64)));
+	struct mlx4_wqe_ctrl_seg *c = (void *)img;
+	const uint8_t *wqe;
+	uint32_t last, bytes;
+
+	if (sq->head == sq->rung)
+		return QPS_SQ_RANG_NONE;
+	last = sq->head - 1;
+	sq->rung = sq->head;
+	wqe = qps_sq_mlx4_slot(sq, last);
+	bytes = ((uint32_t)(((const struct mlx4_wqe_ctrl_seg *)(const void *)
+			     wqe)->fence_size & 0x3f) * 16 +
+		 QPS_MLX4_WQEBB - 1) & ~(QPS_MLX4_WQEBB - 1);
+	if (sq->bf && bytes <= sq->m.bf_buf_size) {
+		/* The register image of the last WQE: its index in the
+		 * owner word and our QP number over the vlan bytes, as
+		 * libmlx4 and mlx4_en build it. The ring copy stays. */
+		memcpy(img, wqe, bytes);
+		c->owner_opcode |= htobe32((last & 0xffff) << 8);
+		c->bf_qpn |= sq->m.doorbell_qpn;
+		/* The earlier unrung WQEs in the ring are visible before
+		 * the register write that makes the device run them
+		 * (mmio_wc_start); the device reads their owner words with
+		 * acquire. */
+		qps_udma_to_device_barrier();
+		sq->m.bf_copy(sq->qp, (uint8_t *)sq->m.bf_reg + sq->bf_off,
+			      img, bytes);
+		/* Alternate halves: back-to-back writes never share a
+		 * write-combining buffer. */
+		sq->bf_off ^= sq->m.bf_buf_size;
+		return QPS_SQ_RANG_BF;
+	}
+	/* The WQEs before the doorbell write (as above). */
+	qps_udma_to_device_barrier();
+	sq->m.db_write(sq->qp, sq->m.doorbell_qpn);
+	return QPS_SQ_RANG_DB;
+}

@@ -1,0 +1,1136 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Suite "mcast": multicast membership, steering-rule refcounting, early
+ * demux and fan-out, source filters, unicast demux paths, per-packet
+ * metadata, and join/leave/close racing with traffic (run under TSan by
+ * tools/run-tests.sh), all on the emu provider.
+ *
+ * Every test opens its own wire, and destroys its contexts before
+ * returning (also after a failed fatal assertion, at the next test or at
+ * exit). Expected values come from what the test sent, never from the
+ * library's own counters alone: payloads carry a sequence number and each
+ * receiver checks every one exactly once. Internal state (emu rules, the
+ * context's buffer references) is read through src/ and providers/.
+ */
+#include "t_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emu/emu.h"
+#include "qps_int.h"
+
+#define IP_A "198.18.0.1"
+#define IP_B "198.18.0.2"
+#define IP_C "198.18.0.3"
+#define GRP1 "239.1.1.1"
+#define GRP2 "239.1.1.2"
+#define GRP3 "239.1.1.3"
+#define GRP1_ALIAS "224.1.1.1"	/* same MAC as GRP1 (low 23 bits) */
+
+#define PORT_G 7000
+#define PORT_TX 7100
+
+#define T_WAIT_MS 3000		/* bound on waiting for frames to arrive */
+#define T_PIPE_MS 10000
+#define T_CHILD_MS 20000
+
+/* ------------------------------------------------------------------ */
+/* Assertions that print both values.                                   */
+
+static void t_eq(long long got, long long exp, const char *expr,
+		 const char *file, unsigned int line, int fatal)
+{
+	char msg[384];
+
+	if (got < 0 && got > -4096)
+		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld (%s)",
+			 expr, exp, got, strerror((int)-got));
+	else
+		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld",
+			 expr, exp, got);
+	CU_assertImplementation(got == exp ? CU_TRUE : CU_FALSE, line, msg,
+				file, "", fatal ? CU_TRUE : CU_FALSE);
+}
+
+#define EQ(got, exp) \
+	t_eq((long long)(got), (long long)(exp), #got " == " #exp, \
+	     __FILE__, __LINE__, 0)
+#define EQ_FATAL(got, exp) \
+	t_eq((long long)(got), (long long)(exp), #got " == " #exp, \
+	     __FILE__, __LINE__, 1)
+
+/* ------------------------------------------------------------------ */
+/* Contexts, endpoints, traffic.                                        */
+
+#define MAX_TRACKED 8
+static struct qps_ctx *g_ctx[MAX_TRACKED];
+static int g_nctx;
+
+static void ctx_destroy_all(int check)
+{
+	while (g_nctx > 0) {
+		int rc = qps_ctx_destroy(g_ctx[--g_nctx]);
+
+		if (check)
+			EQ(rc, 0);
+	}
+}
+
+static void ctx_cleanup_atexit(void)
+{
+	ctx_destroy_all(0);
+}
+
+static void t_begin(void)
+{
+	ctx_destroy_all(0);
+}
+
+static void t_end(void)
+{
+	ctx_destroy_all(1);
+}
+
+static struct qps_ctx *mkctx(const char *wire, const char *ip)
+{
+	struct qps_ctx *ctx = NULL;
+
+	CU_ASSERT_FATAL(g_nctx < MAX_TRACKED);
+	EQ_FATAL(t_ctx_emu(wire, ip, &ctx), 0);
+	g_ctx[g_nctx++] = ctx;
+	return ctx;
+}
+
+static uint32_t ip_of(const char *ip)
+{
+	struct in_addr a;
+
+	inet_pton(AF_INET, ip, &a);
+	return a.s_addr;
+}
+
+static struct qps_ep *mkep(struct qps_ctx *ctx, const char *ip,
+			   unsigned short port, int reuse)
+{
+	struct qps_ep *ep = NULL;
+	struct sockaddr_in sin;
+
+	EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	EQ(qps_set_nonblock(ep, 1), 0);
+	if (reuse)
+		EQ(qps_setopt(ep, QPS_OPT_REUSEADDR, &reuse, sizeof(reuse)),
+		   0);
+	if (ip) {
+		sin = t_sin(ip, port);
+		EQ_FATAL(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)),
+			 0);
+	}
+	return ep;
+}
+
+static struct qps_mreq mreq(const char *group, const char *source)
+{
+	struct qps_mreq m;
+
+	memset(&m, 0, sizeof(m));
+	m.group.s_addr = ip_of(group);
+	if (source)
+		m.source.s_addr = ip_of(source);
+	return m;
+}
+
+static int join(struct qps_ep *ep, const char *group, const char *source)
+{
+	struct qps_mreq m = mreq(group, source);
+
+	return qps_join(ep, &m, sizeof(m));
+}
+
+static int leave(struct qps_ep *ep, const char *group, const char *source)
+{
+	struct qps_mreq m = mreq(group, source);
+
+	return qps_leave(ep, &m, sizeof(m));
+}
+
+static struct qps_stats stats_of(struct qps_ctx *ctx)
+{
+	struct qps_stats st;
+
+	memset(&st, 0, sizeof(st));
+	EQ(qps_ctx_stats(ctx, &st, sizeof(st)), sizeof(st));
+	return st;
+}
+
+/* Payload: sender tag and sequence number. */
+struct pkt {
+	uint32_t tag;
+	uint32_t seq;
+};
+
+static void send_seq(struct qps_ep *tx, const char *ip, unsigned short port,
+		     uint32_t tag, uint32_t first, uint32_t n)
+{
+	struct sockaddr_in d = t_sin(ip, port);
+	struct pkt p = { .tag = tag };
+	uint32_t i;
+
+	ssize_t r;
+
+	for (i = 0; i < n; i++) {
+		p.seq = first + i;
+		/* Non-blocking: a full send queue is reaped and retried. */
+		while ((r = qps_sendto(tx, &p, sizeof(p), 0,
+				       (struct sockaddr *)&d,
+				       sizeof(d))) == -EAGAIN)
+			qps_ctx_progress(tx->ctx);
+		EQ(r, sizeof(p));
+	}
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Exit status of @pid, killed past the deadline (-1 then). */
+static int wait_child(pid_t pid, int timeout_ms)
+{
+	int64_t end = now_ms() + timeout_ms;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			return -2;
+		if (now_ms() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		usleep(5000);
+	}
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -3;
+}
+
+/* Progress @ctx until the counter at @field_off reaches @want, or
+ * T_WAIT_MS. */
+static int wait_stats(struct qps_ctx *ctx, uint64_t want,
+		      size_t field_off)
+{
+	int64_t end = now_ms() + T_WAIT_MS;
+	struct qps_stats st;
+	uint64_t v;
+
+	for (;;) {
+		qps_ctx_progress(ctx);
+		qps_ctx_stats(ctx, &st, sizeof(st));
+		memcpy(&v, (char *)&st + field_off, sizeof(v));
+		if (v >= want)
+			return 0;
+		if (now_ms() > end)
+			return -ETIMEDOUT;
+		usleep(200);
+	}
+}
+
+#define WAIT_STAT(ctx, field, want) \
+	EQ(wait_stats((ctx), (want), offsetof(struct qps_stats, field)), 0)
+
+/* Receive everything queued on @ep; each (tag, seq < n) must come once.
+ * Returns the number received; @seen counts per seq for tag @tag. */
+static int drain(struct qps_ep *ep, uint32_t tag, uint8_t *seen, uint32_t n)
+{
+	struct pkt p;
+	int got = 0;
+	ssize_t r;
+
+	while ((r = qps_recv(ep, &p, sizeof(p), QPS_MSG_DONTWAIT)) >= 0) {
+		EQ(r, sizeof(p));
+		got++;
+		if (p.tag != tag || p.seq >= n) {
+			CU_FAIL("datagram from an unexpected sender");
+			continue;
+		}
+		seen[p.seq]++;
+	}
+	EQ(r, -EAGAIN);
+	return got;
+}
+
+static void all_once(const uint8_t *seen, uint32_t n)
+{
+	uint32_t i, bad = 0;
+
+	for (i = 0; i < n; i++)
+		bad += seen[i] != 1;
+	EQ(bad, 0);
+}
+
+/* Steering rules installed on the emu port, and its L2 group filters. */
+static int emu_rules(struct qps_ctx *ctx)
+{
+	struct qps_emu_dev *dev = qps_emu_dev(ctx->dev);
+	int i, n = 0;
+
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < (int)QPS_EMU_MAX_FLOWS; i++)
+		n += dev->flow[i] != NULL;
+	pthread_mutex_unlock(&dev->lock);
+	return n;
+}
+
+static int emu_mac_refs(struct qps_ctx *ctx)
+{
+	struct qps_emu_dev *dev = qps_emu_dev(ctx->dev);
+	int i, n = 0;
+
+	for (i = 0; i < (int)QPS_EMU_MAX_MC; i++)
+		n += (int)dev->sp->mc[i].refcnt;
+	return n;
+}
+
+/* Every receive buffer is back with the device: no reference was lost
+ * or released twice. */
+static void all_buffers_home(struct qps_ctx *ctx)
+{
+	uint32_t i, held = 0;
+
+	pthread_mutex_lock(&ctx->rx_lock);
+	for (i = 0; i < ctx->rx_depth; i++)
+		held += ctx->rx_ref[i] != 0;
+	pthread_mutex_unlock(&ctx->rx_lock);
+	EQ(held, 0);
+}
+
+/* Each valid datagram is counted in exactly one demux path. */
+static void partition_holds(const struct qps_stats *st)
+{
+	EQ(st->rx_bad[QPS_RX_OK],
+	   st->rx_demux_early + st->rx_demux_fanout + st->rx_demux_connected +
+	   st->rx_demux_bound + st->rx_no_endpoint);
+}
+
+/* ------------------------------------------------------------------ */
+/* Join and leave: arguments and errors.                                */
+
+static void test_errors(void)
+{
+	char wire[64];
+	struct qps_ctx *b;
+	struct qps_ep *ep, *unbound, *uni, *grp;
+	struct qps_mreq m;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-err");
+	b = mkctx(wire, IP_B);
+	ep = mkep(b, "0.0.0.0", PORT_G, 0);
+	unbound = mkep(b, NULL, 0, 0);
+	uni = mkep(b, IP_B, PORT_G + 1, 0);
+	grp = mkep(b, GRP2, PORT_G + 2, 0);
+
+	m = mreq(GRP1, NULL);
+	EQ(qps_join(NULL, &m, sizeof(m)), -EBADF);
+	EQ(qps_join(ep, NULL, sizeof(m)), -EFAULT);
+	EQ(qps_join(ep, &m, sizeof(m) - 1), -EINVAL);
+	EQ(join(ep, "198.18.0.9", NULL), -EINVAL);	/* not multicast */
+	EQ(join(ep, "255.255.255.255", NULL), -EINVAL);
+	EQ(join(ep, GRP1, GRP2), -EINVAL);		/* source multicast */
+	EQ(join(unbound, GRP1, NULL), -EINVAL);		/* no port */
+	EQ(join(uni, GRP1, NULL), -EINVAL);		/* bound to unicast */
+	EQ(join(grp, GRP1, NULL), -EINVAL);		/* bound to another */
+	EQ(join(grp, GRP2, NULL), 0);			/* bound to it */
+	m.iface.s_addr = ip_of(IP_C);
+	EQ(qps_join(ep, &m, sizeof(m)), -ENODEV);
+	m.iface.s_addr = ip_of(IP_B);
+	m.ifindex = 7;
+	EQ(qps_join(ep, &m, sizeof(m)), -ENODEV);
+	m.ifindex = QPS_IFINDEX;
+	EQ(qps_join(ep, &m, sizeof(m)), 0);		/* by address and index */
+	EQ(join(ep, GRP1, NULL), -EADDRINUSE);
+	EQ(join(ep, GRP1, IP_A), -EINVAL);		/* any-source joined */
+	EQ(join(ep, GRP3, IP_A), 0);
+	EQ(join(ep, GRP3, IP_A), -EADDRINUSE);
+	EQ(join(ep, GRP3, IP_C), 0);			/* a second source */
+	EQ(join(ep, GRP3, NULL), -EINVAL);		/* source-specific */
+
+	EQ(leave(ep, GRP2, NULL), -EADDRNOTAVAIL);	/* never joined */
+	EQ(leave(unbound, GRP1, NULL), -EADDRNOTAVAIL);
+	EQ(leave(ep, GRP3, IP_B), -EADDRNOTAVAIL);	/* not that source */
+	EQ(leave(ep, "10.0.0.1", NULL), -EINVAL);
+	m = mreq(GRP1, NULL);
+	EQ(qps_leave(ep, NULL, sizeof(m)), -EFAULT);
+	EQ(qps_leave(ep, &m, 4), -EINVAL);
+	EQ(leave(ep, GRP3, IP_A), 0);
+	EQ(leave(ep, GRP3, IP_A), -EADDRNOTAVAIL);
+	EQ(leave(ep, GRP3, NULL), 0);			/* drops IP_C too */
+	EQ(leave(ep, GRP3, IP_C), -EADDRNOTAVAIL);
+	EQ(leave(ep, GRP1, NULL), 0);
+	EQ(leave(ep, GRP1, NULL), -EADDRNOTAVAIL);
+	EQ(qps_ep_close(grp), 0);			/* leaves GRP2 */
+	EQ(join(grp, GRP2, NULL), -EBADF);
+	EQ(leave(grp, GRP2, NULL), -EBADF);
+	EQ(stats_of(b).mc_rules, 0);
+	EQ(stats_of(b).mc_rule_refs, 0);
+	EQ(stats_of(b).mc_joins, stats_of(b).mc_leaves);
+	EQ(emu_mac_refs(b), 0);
+	t_end();
+}
+
+/* The device has room for a bounded number of group filters: the join
+ * past it fails cleanly and leaves nothing behind. */
+static void test_device_full(void)
+{
+	char wire[64], g[32];
+	struct qps_ctx *b;
+	struct qps_ep *ep;
+	int i, ok = 0, rc = 0, base;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-full");
+	b = mkctx(wire, IP_B);
+	ep = mkep(b, "0.0.0.0", PORT_G, 0);
+	base = emu_rules(b);
+	for (i = 0; i < 400; i++) {
+		/* Distinct MACs: the third byte changes. */
+		snprintf(g, sizeof(g), "239.%d.%d.1", 1 + i / 200, i % 200);
+		rc = join(ep, g, NULL);
+		if (rc < 0)
+			break;
+		ok++;
+	}
+	EQ(rc, -ENOBUFS);
+	CU_ASSERT(ok >= 16);
+	EQ(stats_of(b).mc_rules, ok);
+	EQ(emu_rules(b), base + ok);
+	EQ(qps_ep_close(ep), 0);
+	EQ(stats_of(b).mc_rules, 0);
+	EQ(emu_rules(b), base);
+	EQ(emu_mac_refs(b), 0);
+	t_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Refcounted rules.                                                    */
+
+static void test_refcount(void)
+{
+	static const int orders[6][3] = {
+		{ 0, 1, 2 }, { 0, 2, 1 }, { 1, 0, 2 },
+		{ 1, 2, 0 }, { 2, 0, 1 }, { 2, 1, 0 },
+	};
+	char wire[64];
+	struct qps_ctx *b;
+	struct qps_ep *ep[3];
+	struct qps_stats st;
+	int o, k, base, created = 0;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-ref");
+	b = mkctx(wire, IP_B);
+	for (k = 0; k < 3; k++)
+		ep[k] = mkep(b, "0.0.0.0", PORT_G, 1);
+	base = emu_rules(b);
+	for (o = 0; o < 6; o++) {
+		for (k = 0; k < 3; k++) {
+			EQ(join(ep[k], GRP1, NULL), 0);
+			EQ(stats_of(b).mc_rules, 1);
+			EQ(stats_of(b).mc_rule_refs, k + 1);
+			EQ(emu_rules(b), base + 1);
+			EQ(emu_mac_refs(b), k + 1);
+		}
+		created++;
+		for (k = 0; k < 3; k++) {
+			EQ(leave(ep[orders[o][k]], GRP1, NULL), 0);
+			EQ(leave(ep[orders[o][k]], GRP1, NULL),
+			   -EADDRNOTAVAIL);
+			EQ(stats_of(b).mc_rules, k < 2 ? 1 : 0);
+			EQ(emu_rules(b), base + (k < 2 ? 1 : 0));
+			EQ(emu_mac_refs(b), 2 - k);
+		}
+	}
+	/* A second port is a second rule; close drops memberships. */
+	EQ(join(ep[0], GRP1, NULL), 0);
+	ep[1] = mkep(b, "0.0.0.0", PORT_G + 1, 0);
+	EQ(join(ep[1], GRP1, NULL), 0);
+	EQ(emu_rules(b), base + 2);
+	created += 2;
+	EQ(qps_ep_close(ep[0]), 0);
+	EQ(emu_rules(b), base + 1);
+	EQ(qps_ep_close(ep[1]), 0);
+	EQ(emu_rules(b), base);
+	st = stats_of(b);
+	EQ(st.mc_rules_created, created);
+	EQ(st.mc_joins, 6 * 3 + 2);
+	EQ(st.mc_leaves, 6 * 3 + 2);
+	EQ(st.mc_rules, 0);
+	EQ(st.mc_rule_refs, 0);
+	t_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Delivery: early path, fan-out, source filters.                       */
+
+#define N_PKT 100
+
+static void test_early_and_fanout(void)
+{
+	char wire[64];
+	struct qps_ctx *a, *b;
+	struct qps_ep *tx, *r1, *r2, *other;
+	uint8_t s1[N_PKT], s2[N_PKT];
+	struct qps_stats st;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-path");
+	a = mkctx(wire, IP_A);
+	b = mkctx(wire, IP_B);
+	tx = mkep(a, IP_A, PORT_TX, 0);
+	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
+	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
+	other = mkep(b, "0.0.0.0", PORT_G, 1);	/* bound, never joins */
+
+	/* One subscriber: every datagram takes the early path. */
+	EQ(join(r1, GRP1, NULL), 0);
+	send_seq(tx, GRP1, PORT_G, 1, 0, N_PKT);
+	WAIT_STAT(b, rx_demux_early, N_PKT);
+	memset(s1, 0, sizeof(s1));
+	EQ(drain(r1, 1, s1, N_PKT), N_PKT);
+	all_once(s1, N_PKT);
+	EQ(drain(other, 1, s1, N_PKT), 0);
+	st = stats_of(b);
+	EQ(st.rx_demux_early, N_PKT);
+	EQ(st.rx_demux_fanout, 0);
+	EQ(st.rx_fanout_deliveries, 0);
+	all_buffers_home(b);
+
+	/* Two: fan-out, each gets each datagram once, one buffer shared. */
+	EQ(join(r2, GRP1, NULL), 0);
+	send_seq(tx, GRP1, PORT_G, 2, 0, N_PKT);
+	WAIT_STAT(b, rx_demux_fanout, N_PKT);
+	memset(s1, 0, sizeof(s1));
+	memset(s2, 0, sizeof(s2));
+	EQ(drain(r1, 2, s1, N_PKT), N_PKT);
+	EQ(drain(r2, 2, s2, N_PKT), N_PKT);
+	all_once(s1, N_PKT);
+	all_once(s2, N_PKT);
+	EQ(drain(other, 2, s1, N_PKT), 0);
+	st = stats_of(b);
+	EQ(st.rx_demux_early, N_PKT);
+	EQ(st.rx_demux_fanout, N_PKT);
+	EQ(st.rx_fanout_deliveries, 2 * N_PKT);
+	EQ(st.rx_packets, 3 * N_PKT);
+	all_buffers_home(b);
+
+	/* Back to one: the early path again. */
+	EQ(leave(r1, GRP1, NULL), 0);
+	send_seq(tx, GRP1, PORT_G, 3, 0, N_PKT);
+	WAIT_STAT(b, rx_demux_early, 2 * N_PKT);
+	memset(s2, 0, sizeof(s2));
+	EQ(drain(r2, 3, s2, N_PKT), N_PKT);
+	all_once(s2, N_PKT);
+	EQ(drain(r1, 3, s1, N_PKT), 0);
+
+	/* A group nobody joined never reaches the port (no filter). */
+	send_seq(tx, GRP2, PORT_G, 4, 0, 10);
+	qps_ctx_progress(b);
+	st = stats_of(b);
+	EQ(st.rx_bad[QPS_RX_OK], 3 * N_PKT);
+	EQ(st.rx_no_endpoint, 0);
+	partition_holds(&st);
+	all_buffers_home(b);
+	t_end();
+}
+
+/* Queued datagrams keep their buffer when the subscriber leaves, and
+ * close releases what is still queued. */
+static void test_release_on_close(void)
+{
+	char wire[64];
+	struct qps_ctx *a, *b;
+	struct qps_ep *tx, *r1, *r2;
+	uint8_t s[N_PKT];
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-close");
+	a = mkctx(wire, IP_A);
+	b = mkctx(wire, IP_B);
+	tx = mkep(a, IP_A, PORT_TX, 0);
+	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
+	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
+	EQ(join(r1, GRP1, NULL), 0);
+	EQ(join(r2, GRP1, NULL), 0);
+	send_seq(tx, GRP1, PORT_G, 1, 0, N_PKT);
+	WAIT_STAT(b, rx_fanout_deliveries, 2 * N_PKT);
+	EQ(leave(r1, GRP1, NULL), 0);
+	memset(s, 0, sizeof(s));
+	EQ(drain(r1, 1, s, N_PKT), N_PKT);	/* queued before the leave */
+	all_once(s, N_PKT);
+	EQ(qps_ep_close(r2), 0);		/* N_PKT still queued */
+	all_buffers_home(b);
+	t_end();
+}
+
+static void test_source_filter(void)
+{
+	char wire[64];
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *txa, *txc, *ssm, *asm_ep;
+	uint8_t sa[N_PKT], sc[N_PKT];
+	struct qps_stats st;
+	struct pkt p;
+	ssize_t r;
+	int got_a = 0, got_c = 0;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-ssm");
+	a = mkctx(wire, IP_A);
+	b = mkctx(wire, IP_B);
+	c = mkctx(wire, IP_C);
+	txa = mkep(a, IP_A, PORT_TX, 0);
+	txc = mkep(c, IP_C, PORT_TX, 0);
+	ssm = mkep(b, "0.0.0.0", PORT_G, 1);
+	asm_ep = mkep(b, "0.0.0.0", PORT_G, 1);
+
+	/* Source-specific alone: the early path filters C out. */
+	EQ(join(ssm, GRP1, IP_A), 0);
+	send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT);
+	send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT);
+	WAIT_STAT(b, rx_bad[QPS_RX_OK], 2 * N_PKT);
+	memset(sa, 0, sizeof(sa));
+	EQ(drain(ssm, 1, sa, N_PKT), N_PKT);
+	all_once(sa, N_PKT);
+	st = stats_of(b);
+	EQ(st.rx_demux_early, N_PKT);
+	EQ(st.rx_mc_filtered, N_PKT);
+	EQ(st.rx_no_endpoint, N_PKT);
+
+	/* With an any-source subscriber: fan-out, filter per subscriber. */
+	EQ(join(asm_ep, GRP1, NULL), 0);
+	send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT);
+	send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT);
+	WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * N_PKT);
+	memset(sa, 0, sizeof(sa));
+	EQ(drain(ssm, 1, sa, N_PKT), N_PKT);
+	all_once(sa, N_PKT);
+	memset(sa, 0, sizeof(sa));
+	memset(sc, 0, sizeof(sc));
+	while ((r = qps_recv(asm_ep, &p, sizeof(p), 0)) > 0) {
+		if (p.tag == 1 && p.seq < N_PKT) {
+			sa[p.seq]++;
+			got_a++;
+		} else if (p.tag == 3 && p.seq < N_PKT) {
+			sc[p.seq]++;
+			got_c++;
+		}
+	}
+	EQ(got_a, N_PKT);
+	EQ(got_c, N_PKT);
+	all_once(sa, N_PKT);
+	all_once(sc, N_PKT);
+	st = stats_of(b);
+	EQ(st.rx_demux_fanout, 2 * N_PKT);
+	EQ(st.rx_fanout_deliveries, 3 * N_PKT);
+	EQ(st.rx_mc_filtered, 2 * N_PKT);
+	partition_holds(&st);
+	all_buffers_home(b);
+	t_end();
+}
+
+/* A connected subscriber takes a group's datagrams only from its peer. */
+static void test_connected_subscriber(void)
+{
+	char wire[64];
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *txa, *txc, *r;
+	struct sockaddr_in peer = t_sin(IP_A, PORT_TX);
+	uint8_t s[N_PKT];
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-conn");
+	a = mkctx(wire, IP_A);
+	b = mkctx(wire, IP_B);
+	c = mkctx(wire, IP_C);
+	txa = mkep(a, IP_A, PORT_TX, 0);
+	txc = mkep(c, IP_C, PORT_TX, 0);
+	r = mkep(b, "0.0.0.0", PORT_G, 0);
+	EQ(join(r, GRP1, NULL), 0);
+	EQ(qps_connect(r, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	send_seq(txc, GRP1, PORT_G, 3, 0, 10);
+	send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT);
+	WAIT_STAT(b, rx_bad[QPS_RX_OK], N_PKT + 10);
+	memset(s, 0, sizeof(s));
+	EQ(drain(r, 1, s, N_PKT), N_PKT);
+	all_once(s, N_PKT);
+	EQ(stats_of(b).rx_mc_filtered, 10);
+	t_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* A second process gets only the groups it joined.                     */
+
+#define XP_N 50
+
+static int xp_child(const char *wire, int wfd, int rfd)
+{
+	struct qps_ctx *ctx = NULL;
+	struct qps_ep *ep = NULL, *ep2 = NULL;
+	struct sockaddr_in any = t_sin("0.0.0.0", PORT_G);
+	struct sockaddr_in any2 = t_sin("0.0.0.0", PORT_G + 1);
+	struct qps_mreq m = mreq(GRP1, NULL);
+	struct qps_stats st;
+	struct pkt p;
+	int got = 0, bad = 0, rc = 0;
+	int64_t end;
+	ssize_t r;
+
+	if (t_ctx_emu(wire, IP_B, &ctx) != 0)
+		return 10;
+	if (qps_ep_create(ctx, QPS_EP_DGRAM, &ep) ||
+	    qps_bind(ep, (struct sockaddr *)&any, sizeof(any)) ||
+	    qps_join(ep, &m, sizeof(m)) || qps_set_nonblock(ep, 1))
+		rc = 11;
+	/* GRP2 joined on another port only. */
+	m = mreq(GRP2, NULL);
+	if (!rc && (qps_ep_create(ctx, QPS_EP_DGRAM, &ep2) ||
+		    qps_bind(ep2, (struct sockaddr *)&any2, sizeof(any2)) ||
+		    qps_join(ep2, &m, sizeof(m)) || qps_set_nonblock(ep2, 1)))
+		rc = 12;
+	if (write(wfd, rc ? "E" : "J", 1) != 1)
+		rc = 13;
+	/* The parent says when it has sent everything. */
+	if (!rc) {
+		struct pollfd pf = { .fd = rfd, .events = POLLIN };
+
+		if (poll(&pf, 1, T_PIPE_MS) != 1)
+			rc = 14;
+	}
+	end = now_ms() + T_WAIT_MS;
+	while (!rc && got < XP_N && now_ms() < end) {
+		r = qps_recv(ep, &p, sizeof(p), 0);
+		if (r == -EAGAIN)
+			continue;
+		if (r != sizeof(p) || p.tag != 1)
+			bad++;
+		got++;
+	}
+	qps_ctx_progress(ctx);
+	if (!rc && qps_recv(ep2, &p, sizeof(p), 0) != -EAGAIN)
+		bad++;
+	qps_ctx_stats(ctx, &st, sizeof(st));
+	if (!rc && (got != XP_N || bad))
+		rc = 15;
+	/* Only GRP1:PORT_G datagrams were ever demultiplexed here. */
+	if (!rc && (st.rx_bad[QPS_RX_OK] != XP_N || st.rx_no_endpoint))
+		rc = 16;
+	if (!rc && st.rx_demux_early != XP_N)
+		rc = 17;
+	qps_ctx_destroy(ctx);
+	return rc;
+}
+
+static void test_two_process(void)
+{
+	char wire[64];
+	int c2p[2], p2c[2], st;
+	struct qps_ctx *a;
+	struct qps_ep *tx;
+	struct pollfd pf;
+	char c = 0;
+	pid_t pid;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-2proc");
+	CU_ASSERT_FATAL(pipe(c2p) == 0 && pipe(p2c) == 0);
+	fflush(NULL);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (pid == 0) {
+		close(c2p[0]);
+		close(p2c[1]);
+		_exit(xp_child(wire, c2p[1], p2c[0]));
+	}
+	close(c2p[1]);
+	close(p2c[0]);
+	pf.fd = c2p[0];
+	pf.events = POLLIN;
+	if (poll(&pf, 1, T_PIPE_MS) != 1 || read(c2p[0], &c, 1) != 1 ||
+	    c != 'J') {
+		CU_FAIL("child did not join");
+		goto out;
+	}
+	a = mkctx(wire, IP_A);
+	tx = mkep(a, IP_A, PORT_TX, 0);
+	send_seq(tx, GRP2, PORT_G, 2, 0, XP_N);	/* joined, other port */
+	send_seq(tx, GRP3, PORT_G, 3, 0, XP_N);	/* not joined */
+	send_seq(tx, GRP1_ALIAS, PORT_G, 4, 0, XP_N); /* GRP1's MAC */
+	send_seq(tx, GRP1, PORT_G, 1, 0, XP_N);
+	EQ(write(p2c[1], "S", 1), 1);
+out:
+	st = wait_child(pid, T_CHILD_MS);
+	EQ(st, 0);
+	close(c2p[0]);
+	close(p2c[1]);
+	t_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Unicast: the connected fast path checks the first bucket entry only.  */
+
+static void test_unicast_paths(void)
+{
+	char wire[64];
+	struct qps_ctx *a, *b;
+	struct qps_ep *tx1, *tx2, *bound, *c1, *c2;
+	struct sockaddr_in p1, p2;
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	uint16_t port1 = 0, port2 = 0, rport = PORT_G, sport, h1;
+	uint8_t s[N_PKT];
+	struct qps_stats st;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-uni");
+	a = mkctx(wire, IP_A);
+	b = mkctx(wire, IP_B);
+
+	/* Two peers of A whose 4-tuples share a bucket on B. */
+	h1 = (uint16_t)(qps_conn_hash(ip_of(IP_A), htons(20000),
+				      htons(rport)) & b->conn_mask);
+	port1 = 20000;
+	for (sport = 20001; sport < 60000; sport++)
+		if ((qps_conn_hash(ip_of(IP_A), htons(sport), htons(rport)) &
+		     b->conn_mask) == h1) {
+			port2 = sport;
+			break;
+		}
+	CU_ASSERT_FATAL(port2 != 0);
+	tx1 = mkep(a, IP_A, port1, 0);
+	tx2 = mkep(a, IP_A, port2, 0);
+
+	p1 = t_sin(IP_A, port1);
+	p2 = t_sin(IP_A, port2);
+
+	/* Unconnected: the bound lookup. */
+	bound = mkep(b, "0.0.0.0", rport, 1);
+	send_seq(tx1, IP_B, rport, 1, 0, N_PKT);
+	WAIT_STAT(b, rx_demux_bound, N_PKT);
+	memset(s, 0, sizeof(s));
+	EQ(drain(bound, 1, s, N_PKT), N_PKT);
+	all_once(s, N_PKT);
+	c1 = mkep(b, "0.0.0.0", rport, 1);
+	c2 = mkep(b, "0.0.0.0", rport, 1);
+
+	/* c1 connected to tx1: first in its bucket, the fast path. */
+	EQ(qps_connect(c1, (struct sockaddr *)&p1, sizeof(p1)), 0);
+	send_seq(tx1, IP_B, rport, 1, 0, N_PKT);
+	WAIT_STAT(b, rx_demux_connected, N_PKT);
+	memset(s, 0, sizeof(s));
+	EQ(drain(c1, 1, s, N_PKT), N_PKT);
+	all_once(s, N_PKT);
+
+	/* c2 connected to tx2 lands first in the same bucket: c1's
+	 * datagrams now miss the fast path and still reach c1. */
+	EQ(qps_connect(c2, (struct sockaddr *)&p2, sizeof(p2)), 0);
+	send_seq(tx1, IP_B, rport, 1, 0, N_PKT);
+	send_seq(tx2, IP_B, rport, 2, 0, N_PKT);
+	WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * N_PKT);
+	memset(s, 0, sizeof(s));
+	EQ(drain(c1, 1, s, N_PKT), N_PKT);
+	all_once(s, N_PKT);
+	memset(s, 0, sizeof(s));
+	EQ(drain(c2, 2, s, N_PKT), N_PKT);
+	all_once(s, N_PKT);
+	EQ(drain(bound, 1, s, N_PKT), 0);
+	st = stats_of(b);
+	EQ(st.rx_demux_connected, 2 * N_PKT);
+	EQ(st.rx_demux_bound, 2 * N_PKT);
+
+	/* Disconnected: back to the bound lookup (most specific = none,
+	 * so the first bound endpoint in the chain takes them). */
+	EQ(qps_connect(c2, &unspec, sizeof(unspec)), 0);
+	send_seq(tx2, IP_B, rport, 2, 0, N_PKT);
+	WAIT_STAT(b, rx_demux_bound, 3 * N_PKT);
+	st = stats_of(b);
+	EQ(st.rx_demux_connected, 2 * N_PKT);
+	EQ(st.rx_pktinfo, 0);
+	partition_holds(&st);
+	t_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Per-packet metadata only when asked for.                             */
+
+static uint64_t real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void test_pktinfo(void)
+{
+	char wire[64];
+	struct qps_ctx *a, *b;
+	struct qps_ep *tx, *r1, *r2, *u;
+	struct qps_rxmsg m;
+	struct pkt p;
+	uint64_t t0, t1;
+	int on = 1, i;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-info");
+	a = mkctx(wire, IP_A);
+	b = mkctx(wire, IP_B);
+	tx = mkep(a, IP_A, PORT_TX, 0);
+	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
+	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
+	u = mkep(b, IP_B, PORT_G + 5, 0);
+	EQ(join(r1, GRP1, NULL), 0);
+
+	/* Off: nothing filled, the counter stays 0. */
+	send_seq(tx, GRP1, PORT_G, 1, 0, 10);
+	WAIT_STAT(b, rx_demux_early, 10);
+	for (i = 0; i < 10; i++) {
+		memset(&m, 0xa5, sizeof(m));
+		m.buf = &p;
+		m.len = sizeof(p);
+		EQ(qps_recvmsg(r1, &m, 0), sizeof(p));
+		EQ(m.flags, 0);
+		EQ(m.ifindex, 0);
+		EQ(m.ts_ns, 0);
+		EQ(m.dst.sin_addr.s_addr, 0);
+		EQ(m.src.sin_addr.s_addr, ip_of(IP_A));
+		EQ(ntohs(m.src.sin_port), PORT_TX);
+		EQ(p.seq, i);
+	}
+	EQ(stats_of(b).rx_pktinfo, 0);
+
+	/* On for r2 only; fan-out fills it for r2's copies alone. */
+	EQ(qps_setopt(r2, QPS_OPT_PKTINFO, &on, sizeof(on)), 0);
+	EQ(join(r2, GRP1, NULL), 0);
+	t0 = real_ns();
+	send_seq(tx, GRP1, PORT_G, 1, 0, 10);
+	WAIT_STAT(b, rx_fanout_deliveries, 20);
+	t1 = real_ns();
+	EQ(stats_of(b).rx_pktinfo, 10);
+	for (i = 0; i < 10; i++) {
+		memset(&m, 0, sizeof(m));
+		m.buf = &p;
+		m.len = sizeof(p);
+		EQ(qps_recvmsg(r2, &m, 0), sizeof(p));
+		EQ(m.flags, QPS_RXMSG_PKTINFO);
+		EQ(m.ifindex, QPS_IFINDEX);
+		EQ(m.dst.sin_addr.s_addr, ip_of(GRP1));
+		EQ(ntohs(m.dst.sin_port), PORT_G);
+		CU_ASSERT(m.ts_ns >= t0 && m.ts_ns <= t1);
+		memset(&m, 0, sizeof(m));
+		m.buf = &p;
+		m.len = sizeof(p);
+		EQ(qps_recvmsg(r1, &m, 0), sizeof(p));
+		EQ(m.flags, 0);
+	}
+
+	/* Unicast: the destination is our address; a short buffer says
+	 * TRUNC. */
+	EQ(qps_setopt(u, QPS_OPT_PKTINFO, &on, sizeof(on)), 0);
+	send_seq(tx, IP_B, PORT_G + 5, 1, 0, 1);
+	WAIT_STAT(b, rx_pktinfo, 11);
+	memset(&m, 0, sizeof(m));
+	m.buf = &p;
+	m.len = 4;
+	EQ(qps_recvmsg(u, &m, QPS_MSG_PEEK), 4);
+	EQ(m.flags, QPS_RXMSG_PKTINFO | QPS_RXMSG_TRUNC);
+	EQ(m.dst.sin_addr.s_addr, ip_of(IP_B));
+	EQ(ntohs(m.dst.sin_port), PORT_G + 5);
+	EQ(qps_recvmsg(u, &m, QPS_MSG_TRUNC), sizeof(p));
+	EQ(qps_recvmsg(u, NULL, 0), -EFAULT);
+	m.buf = NULL;
+	EQ(qps_recvmsg(u, &m, 0), -EFAULT);
+	m.buf = &p;
+	EQ(qps_recvmsg(u, &m, 0x1), -EINVAL);
+	EQ(qps_recvmsg(NULL, &m, 0), -EBADF);
+	EQ(qps_recvmsg(u, &m, 0), -EAGAIN);
+	on = 0;
+	EQ(qps_setopt(u, QPS_OPT_PKTINFO, &on, sizeof(on)), 0);
+	send_seq(tx, IP_B, PORT_G + 5, 1, 0, 1);
+	WAIT_STAT(b, rx_demux_bound, 2);
+	m.len = sizeof(p);
+	EQ(qps_recvmsg(u, &m, 0), sizeof(p));
+	EQ(m.flags, 0);
+	EQ(stats_of(b).rx_pktinfo, 11);
+	t_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Join, leave and close racing with traffic in other threads.          */
+
+struct race {
+	struct qps_ctx *a, *b;
+	struct qps_ep *tx;
+	struct qps_ep *steady;	/* joined for the whole run, read by rx */
+	int stop;		/* atomic */
+	uint64_t sent;
+	uint64_t steady_got;
+	uint32_t steady_bad;
+};
+
+static void *race_tx(void *arg)
+{
+	struct race *r = arg;
+	struct sockaddr_in g = t_sin(GRP1, PORT_G);
+	struct sockaddr_in g2 = t_sin(GRP2, PORT_G);
+	struct pkt p = { .tag = 1 };
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		p.seq++;
+		if (qps_sendto(r->tx, &p, sizeof(p), 0,
+			       (struct sockaddr *)(p.seq & 3 ? &g : &g2),
+			       sizeof(g)) == sizeof(p))
+			r->sent++;
+		if (!(p.seq & 15))
+			qps_ctx_progress(r->a);	/* reap send slots */
+	}
+	return NULL;
+}
+
+/* Receives on the steady subscriber: its sequence must only go up. */
+static void *race_rx(void *arg)
+{
+	struct race *r = arg;
+	struct pkt p;
+	uint32_t last = 0;
+	ssize_t n;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		n = qps_recv(r->steady, &p, sizeof(p), QPS_MSG_DONTWAIT);
+		if (n == -EAGAIN) {
+			qps_ctx_progress(r->b);
+			continue;
+		}
+		if (n != sizeof(p) || p.seq <= last)
+			r->steady_bad++;
+		last = p.seq;
+		r->steady_got++;
+	}
+	return NULL;
+}
+
+static void test_race(void)
+{
+	char wire[64];
+	struct race r;
+	pthread_t ttx, trx;
+	struct qps_ep *ep[4] = { NULL };
+	struct qps_stats st;
+	struct pkt p;
+	int64_t end;
+	int i, k, churn = 0;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "mc-race");
+	memset(&r, 0, sizeof(r));
+	r.a = mkctx(wire, IP_A);
+	r.b = mkctx(wire, IP_B);
+	r.tx = mkep(r.a, IP_A, PORT_TX, 0);
+	r.steady = mkep(r.b, "0.0.0.0", PORT_G, 1);
+	EQ_FATAL(join(r.steady, GRP1, NULL), 0);
+	CU_ASSERT_FATAL(pthread_create(&ttx, NULL, race_tx, &r) == 0);
+	CU_ASSERT_FATAL(pthread_create(&trx, NULL, race_rx, &r) == 0);
+
+	/* Churn: subscribers come and go, by leave and by close, while
+	 * datagrams are being demultiplexed to them. */
+	end = now_ms() + 1500;
+	for (i = 0; now_ms() < end; i++) {
+		k = i & 3;
+		if (!ep[k]) {
+			ep[k] = mkep(r.b, "0.0.0.0", PORT_G, 1);
+			EQ(join(ep[k], GRP1, NULL), 0);
+			if (k & 1)
+				EQ(join(ep[k], GRP2, NULL), 0);
+		} else if (i & 4) {
+			while (qps_recv(ep[k], &p, sizeof(p),
+					QPS_MSG_DONTWAIT) > 0)
+				;
+			EQ(leave(ep[k], GRP1, NULL), 0);
+			EQ(qps_ep_close(ep[k]), 0);
+			ep[k] = NULL;
+		} else {
+			EQ(qps_ep_close(ep[k]), 0);	/* queue still full */
+			ep[k] = NULL;
+		}
+		churn++;
+	}
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(ttx, NULL);
+	pthread_join(trx, NULL);
+	for (k = 0; k < 4; k++)
+		if (ep[k])
+			EQ(qps_ep_close(ep[k]), 0);
+	/* Let the last frames in, then give the steady queue back. */
+	for (i = 0; i < 20; i++) {
+		qps_ctx_progress(r.a);
+		qps_ctx_progress(r.b);
+		usleep(1000);
+	}
+	while (qps_recv(r.steady, &p, sizeof(p), QPS_MSG_DONTWAIT) > 0)
+		r.steady_got++;
+	EQ(qps_ep_close(r.steady), 0);
+	all_buffers_home(r.b);
+	st = stats_of(r.b);
+	partition_holds(&st);
+	EQ(st.mc_rules, 0);
+	EQ(st.mc_rule_refs, 0);
+	EQ(st.mc_joins, st.mc_leaves);
+	EQ(r.steady_bad, 0);
+	CU_ASSERT(r.sent > 0);
+	CU_ASSERT(r.steady_got > 0);
+	CU_ASSERT(churn > 10);
+	printf("\n    race: %d membership changes, %llu sent, %llu to the "
+	       "steady subscriber, early %llu fan-out %llu\n", churn,
+	       (unsigned long long)r.sent, (unsigned long long)r.steady_got,
+	       (unsigned long long)st.rx_demux_early,
+	       (unsigned long long)st.rx_demux_fanout);
+	t_end();
+}
+
+int main(void)
+{
+	CU_TestInfo tests[] = {
+		{ "join/leave errors", test_errors },
+		{ "device full: -ENOBUFS", test_device_full },
+		{ "3 endpoints, 1 rule, every leave order", test_refcount },
+		{ "early path and fan-out", test_early_and_fanout },
+		{ "leave and close release buffers", test_release_on_close },
+		{ "source-specific joins", test_source_filter },
+		{ "connected subscriber", test_connected_subscriber },
+		{ "second process: only joined groups", test_two_process },
+		{ "unicast: connected first entry, bound", test_unicast_paths },
+		{ "metadata only with PKTINFO", test_pktinfo },
+		{ "join/leave/close racing with traffic", test_race },
+		CU_TEST_INFO_NULL,
+	};
+
+	atexit(ctx_cleanup_atexit);
+	signal(SIGPIPE, SIG_IGN);
+	return t_run("mcast", tests);
+}

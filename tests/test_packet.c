@@ -1,0 +1,1081 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The packet provider on a veth pair between two network namespaces that
+ * this test creates (names carry the pid) and always deletes, even when it
+ * crashes: a watchdog child deletes them once the test process is gone.
+ * The test thread lives in namespace A (qpsock side); kernel peers are
+ * sockets created in namespace B by switching there for the socket()
+ * call only, or programs started there (sockperf). Traffic stays on
+ * this veth pair. Needs root; exits 77 (skipped) with a message when not
+ * root or when namespaces cannot be made.
+ *
+ * Namespace B keeps its veth's TX checksum offload on, so kernel
+ * senders' frames arrive with TP_STATUS_CSUMNOTREADY and a partial UDP
+ * checksum: every kernel -> qpsock case also checks that the provider
+ * completes it (no BAD_UDP_CSUM).
+ */
+#define _GNU_SOURCE
+#include "t_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frames.h"
+#include "packet/packet.h"
+#include "qps_int.h"
+
+#define IP_A "10.77.0.1"
+#define IP_B "10.77.0.2"
+#define MAC_A "02:77:00:00:00:01"
+#define MAC_B "02:77:00:00:00:02"
+#define MAC_B2 "02:77:00:00:00:22"
+#define GROUP "239.1.2.3"
+#define RECV_MS 2000
+
+static char ns_a[32], ns_b[32], if_a[IF_NAMESIZE], if_b[IF_NAMESIZE];
+static int fd_ns_a = -1, fd_ns_b = -1;
+static const struct qps_provider_ops *P;
+
+/* --- namespaces -------------------------------------------------------- */
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	if (st != 0)
+		fprintf(stderr, "\n  test_packet: '%s' failed (%d)\n", cmd, st);
+	return st;
+}
+
+static void ns_delete(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null",
+		 ns_a, ns_b);
+	if (system(cmd)) {
+		/* Already gone. */
+	}
+}
+
+/* A child that deletes the namespaces once we are gone, however we go:
+ * it blocks on a pipe whose only writer is this process. */
+static int watchdog(void)
+{
+	int p[2], fd;
+	pid_t pid;
+	char c;
+
+	if (pipe(p) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		close(p[1]);
+		fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		while (read(p[0], &c, 1) < 0 && errno == EINTR)
+			;
+		ns_delete();
+		_exit(0);
+	}
+	close(p[0]);
+	fcntl(p[1], F_SETFD, FD_CLOEXEC);
+	return 0;
+}
+
+static int ns_enter(int fd)
+{
+	return setns(fd, CLONE_NEWNET) < 0 ? -errno : 0;
+}
+
+static int ns_setup(void)
+{
+	char path[64];
+	int pid = (int)getpid();
+
+	snprintf(ns_a, sizeof(ns_a), "qpspa%d", pid);
+	snprintf(ns_b, sizeof(ns_b), "qpspb%d", pid);
+	snprintf(if_a, sizeof(if_a), "qpa%d", pid % 10000000);
+	snprintf(if_b, sizeof(if_b), "qpb%d", pid % 10000000);
+	if (watchdog() < 0 || sh("ip netns add %s", ns_a) ||
+	    sh("ip netns add %s", ns_b))
+		return -1;
+	if (sh("ip link add %s netns %s type veth peer name %s netns %s",
+	       if_a, ns_a, if_b, ns_b) ||
+	    sh("ip -n %s link set %s address " MAC_A, ns_a, if_a) ||
+	    sh("ip -n %s link set %s address " MAC_B, ns_b, if_b) ||
+	    sh("ip netns exec %s sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
+	       ns_a) ||
+	    sh("ip netns exec %s sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
+	       ns_b) ||
+	    sh("ip -n %s addr add " IP_A "/24 dev %s", ns_a, if_a) ||
+	    sh("ip -n %s addr add " IP_B "/24 dev %s", ns_b, if_b) ||
+	    sh("ip -n %s link set lo up && ip -n %s link set lo up", ns_a,
+	       ns_b) ||
+	    sh("ip -n %s link set %s up && ip -n %s link set %s up", ns_a,
+	       if_a, ns_b, if_b) ||
+	    sh("ip -n %s route add 224.0.0.0/4 dev %s", ns_b, if_b))
+		return -1;
+	snprintf(path, sizeof(path), "/var/run/netns/%s", ns_a);
+	fd_ns_a = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/var/run/netns/%s", ns_b);
+	fd_ns_b = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd_ns_a < 0 || fd_ns_b < 0 || ns_enter(fd_ns_a) < 0)
+		return -1;
+	return 0;
+}
+
+/* --- helpers ------------------------------------------------------------ */
+
+static uint32_t ip4(const char *s)
+{
+	struct in_addr a;
+
+	inet_pton(AF_INET, s, &a);
+	return a.s_addr;
+}
+
+static void mac_parse(const char *s, uint8_t mac[6])
+{
+	unsigned int m[6];
+	int i;
+
+	sscanf(s, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4],
+	       &m[5]);
+	for (i = 0; i < 6; i++)
+		mac[i] = (uint8_t)m[i];
+}
+
+/* A socket in namespace B (the kernel peer), bound to @ip:@port when
+ * @port is not 0. */
+static int sock_b(int type, int proto, const char *ip, unsigned short port)
+{
+	struct sockaddr_in sin = t_sin(ip ? ip : "0.0.0.0", port);
+	int fd, one = 1;
+
+	if (ns_enter(fd_ns_b) < 0)
+		return -1;
+	fd = socket(AF_INET, type | SOCK_CLOEXEC, proto);
+	if (fd >= 0 && port) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	ns_enter(fd_ns_a);
+	return fd;
+}
+
+/* A raw AF_PACKET socket on B's veth, for injecting frames. */
+static int raw_b(int *ifindex)
+{
+	int fd;
+
+	if (ns_enter(fd_ns_b) < 0)
+		return -1;
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	*ifindex = (int)if_nametoindex(if_b);
+	ns_enter(fd_ns_a);
+	return fd;
+}
+
+static int ifindex_b(void)
+{
+	int i;
+
+	ns_enter(fd_ns_b);
+	i = (int)if_nametoindex(if_b);
+	ns_enter(fd_ns_a);
+	return i;
+}
+
+/* Receive on a kernel socket until @want datagrams arrived, or @ms
+ * without one. */
+static int kernel_recv(int fd, int want, int ms,
+		       void (*check)(int, const uint8_t *, ssize_t))
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	uint8_t buf[2048];
+	int got = 0;
+	ssize_t n;
+
+	while (got < want && poll(&pfd, 1, ms) > 0) {
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0)
+			continue;
+		if (check)
+			check(got, buf, n);
+		got++;
+	}
+	return got;
+}
+
+/* Datagrams arriving within the next 200 ms (that should not). */
+static int kernel_quiet(int fd)
+{
+	return kernel_recv(fd, 1 << 30, 200, NULL);
+}
+
+static int ctx_open(const char *ifname, const char *ip, struct qps_ctx **ctx)
+{
+	struct qps_ctx_attr attr = {
+		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV,
+		.provider = "packet",
+		.dev = ifname,
+	};
+
+	if (ip) {
+		attr.comp_mask |= QPS_CTX_ATTR_ADDR;
+		attr.addr.s_addr = ip4(ip);
+	}
+	return qps_ctx_create(&attr, ctx);
+}
+
+static void fill(uint8_t *p, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed * 31 + i * 7);
+}
+
+static size_t size_of(int i)
+{
+	static const size_t sizes[] = { 1, 18, 64, 300, 1000, 1472 };
+
+	return sizes[i % 6];
+}
+
+/* --- open errors --------------------------------------------------------- */
+
+static void test_open_errors(void)
+{
+	struct qps_ctx *ctx = NULL;
+	pid_t pid;
+	int st;
+
+	CU_ASSERT_EQUAL(ctx_open("qpsnosuchif0", NULL, &ctx), -ENODEV);
+	CU_ASSERT_EQUAL(ctx_open(if_a, "10.77.9.9", &ctx), -EADDRNOTAVAIL);
+	CU_ASSERT_EQUAL(ctx_open("lo", NULL, &ctx), -EOPNOTSUPP);
+	/* A second veth pair left down. */
+	CU_ASSERT_EQUAL_FATAL(sh("ip link add qpsd%d type veth peer name "
+				 "qpse%d", (int)getpid() % 100000,
+				 (int)getpid() % 100000), 0);
+	{
+		char name[IF_NAMESIZE];
+
+		snprintf(name, sizeof(name), "qpsd%d", (int)getpid() % 100000);
+		CU_ASSERT_EQUAL(ctx_open(name, NULL, &ctx), -ENETDOWN);
+		sh("ip link del %s", name);
+	}
+	CU_ASSERT_PTR_NULL(ctx);
+	/* Without CAP_NET_RAW: a child that gave up root. */
+	pid = fork();
+	if (pid == 0) {
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(2);
+		_exit(ctx_open(if_a, NULL, &ctx) == -EPERM ? 0 : 1);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+	CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* --- qpsock -> kernel ------------------------------------------------- */
+
+static void check_unicast(int i, const uint8_t *buf, ssize_t n)
+{
+	uint8_t want[1500];
+
+	fill(want, size_of(i), (unsigned int)i);
+	CU_ASSERT_EQUAL(n, (ssize_t)size_of(i));
+	if (n == (ssize_t)size_of(i))
+		CU_ASSERT_EQUAL(memcmp(buf, want, (size_t)n), 0);
+}
+
+static void test_qpsock_to_kernel(void)
+{
+	struct sockaddr_in dst = t_sin(IP_B, 5000);
+	struct qps_stats st0, st1;
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	uint8_t buf[1500];
+	int fd, i, n = 120;
+
+	fd = sock_b(SOCK_DGRAM, 0, IP_B, 5000);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(ctx_open(if_a, NULL, &ctx), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	qps_ctx_stats(ctx, &st0, sizeof(st0));
+	for (i = 0; i < n; i++) {
+		/* Bursts of 8 under MSG_MORE: one kick each. */
+		int more = (i % 8 != 7 && i != n - 1) ? QPS_MSG_MORE : 0;
+
+		fill(buf, size_of(i), (unsigned int)i);
+		CU_ASSERT_EQUAL(qps_sendto(ep, buf, size_of(i), more,
+					   (struct sockaddr *)&dst,
+					   sizeof(dst)), (ssize_t)size_of(i));
+	}
+	CU_ASSERT_EQUAL(qps_sendto(ep, buf, 1473, 0, (struct sockaddr *)&dst,
+				   sizeof(dst)), -EMSGSIZE);
+	CU_ASSERT_EQUAL(kernel_recv(fd, n, RECV_MS, check_unicast), n);
+	/* Nothing more, nothing late. */
+	CU_ASSERT_EQUAL(kernel_quiet(fd), 0);
+	qps_ctx_progress(ctx);
+	qps_ctx_stats(ctx, &st1, sizeof(st1));
+	CU_ASSERT_EQUAL(st1.wqes - st0.wqes, (uint64_t)n);
+	CU_ASSERT(st1.doorbells - st0.doorbells <= (uint64_t)n / 8 + 2);
+	CU_ASSERT_EQUAL(st1.tx_errors, 0);
+	qps_ctx_destroy(ctx);
+	close(fd);
+}
+
+/* --- kernel -> qpsock --------------------------------------------------- */
+
+static void test_kernel_to_qpsock(void)
+{
+	struct sockaddr_in dst = t_sin(IP_A, 6000), src, bind_a =
+		t_sin("0.0.0.0", 6000);
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	struct qps_stats st;
+	uint8_t buf[1500], want[1500];
+	socklen_t slen;
+	int fd, i, n = 120, tmo = RECV_MS, got = 0;
+	ssize_t r;
+
+	CU_ASSERT_EQUAL_FATAL(ctx_open(if_a, IP_A, &ctx), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	CU_ASSERT_EQUAL(qps_setopt(ep, QPS_OPT_RCVTIMEO, &tmo, sizeof(tmo)),
+			0);
+	CU_ASSERT_EQUAL_FATAL(qps_bind(ep, (struct sockaddr *)&bind_a,
+				       sizeof(bind_a)), 0);
+	fd = sock_b(SOCK_DGRAM, 0, IP_B, 6001);
+	CU_ASSERT_FATAL(fd >= 0);
+	for (i = 0; i < n; i++) {
+		fill(buf, size_of(i), (unsigned int)i + 1000);
+		CU_ASSERT_EQUAL(sendto(fd, buf, size_of(i), 0,
+				       (struct sockaddr *)&dst, sizeof(dst)),
+				(ssize_t)size_of(i));
+	}
+	for (i = 0; i < n; i++) {
+		slen = sizeof(src);
+		r = qps_recvfrom(ep, buf, sizeof(buf), 0,
+				 (struct sockaddr *)&src, &slen);
+		if (r < 0)
+			break;
+		fill(want, size_of(i), (unsigned int)i + 1000);
+		CU_ASSERT_EQUAL(r, (ssize_t)size_of(i));
+		CU_ASSERT(r == (ssize_t)size_of(i) &&
+			  !memcmp(buf, want, (size_t)r));
+		CU_ASSERT_EQUAL(src.sin_addr.s_addr, ip4(IP_B));
+		CU_ASSERT_EQUAL(ntohs(src.sin_port), 6001);
+		got++;
+	}
+	CU_ASSERT_EQUAL(got, n);
+	CU_ASSERT_EQUAL(qps_recv(ep, buf, sizeof(buf), QPS_MSG_DONTWAIT),
+			-EAGAIN);
+	qps_ctx_stats(ctx, &st, sizeof(st));
+	CU_ASSERT_EQUAL(st.rx_packets, (uint64_t)n);
+	/* Partial checksums (CSUMNOTREADY) were completed, not rejected. */
+	CU_ASSERT_EQUAL(st.rx_bad[QPS_RX_BAD_UDP_CSUM], 0);
+	qps_ctx_destroy(ctx);
+	close(fd);
+}
+
+/* --- multicast ------------------------------------------------------------ */
+
+static void test_mcast_qpsock_to_kernel(void)
+{
+	struct sockaddr_in dst = t_sin(GROUP, 5100);
+	struct ip_mreqn mr = { .imr_ifindex = ifindex_b() };
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	uint8_t buf[1500];
+	int joined, other, i, n = 100;
+
+	/* Bound to the group: only its own membership counts. */
+	joined = sock_b(SOCK_DGRAM, 0, GROUP, 5100);
+	other = sock_b(SOCK_DGRAM, 0, "239.1.2.4", 5100);
+	CU_ASSERT_FATAL(joined >= 0 && other >= 0);
+	CU_ASSERT_EQUAL_FATAL(ctx_open(if_a, NULL, &ctx), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	/* Before the join: nobody gets anything. */
+	for (i = 0; i < 20; i++)
+		qps_sendto(ep, "x", 1, 0, (struct sockaddr *)&dst, sizeof(dst));
+	CU_ASSERT_EQUAL(kernel_quiet(joined), 0);
+	mr.imr_multiaddr.s_addr = ip4(GROUP);
+	CU_ASSERT_EQUAL_FATAL(setsockopt(joined, IPPROTO_IP, IP_ADD_MEMBERSHIP,
+					 &mr, sizeof(mr)), 0);
+	for (i = 0; i < n; i++) {
+		fill(buf, size_of(i), (unsigned int)i);
+		CU_ASSERT_EQUAL(qps_sendto(ep, buf, size_of(i), 0,
+					   (struct sockaddr *)&dst,
+					   sizeof(dst)), (ssize_t)size_of(i));
+	}
+	CU_ASSERT_EQUAL(kernel_recv(joined, n, RECV_MS, check_unicast), n);
+	CU_ASSERT_EQUAL(kernel_quiet(joined), 0);
+	CU_ASSERT_EQUAL(kernel_quiet(other), 0);
+	qps_ctx_destroy(ctx);
+	close(joined);
+	close(other);
+}
+
+/* A provider-level port: device, CQs, QP, posted buffers. */
+struct port {
+	struct qps_dev *dev;
+	struct qps_dev_info info;
+	struct qps_cq *scq, *rcq;
+	struct qps_qp *qp;
+	struct qps_mr *mr;
+	uint8_t *bufs;
+	uint32_t nbufs;
+};
+
+#define PBUF 2048u
+
+static int port_open(struct port *p, struct qps_dev *shared, uint32_t nbufs)
+{
+	struct qps_dev_attr da = { .dev = if_a };
+	struct qps_qp_init_attr qa;
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge;
+	uint32_t i;
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	if (shared) {
+		p->dev = shared;
+	} else {
+		ret = P->open(&da, &p->dev);
+		if (ret < 0)
+			return ret;
+		p->dev->ops = P;
+	}
+	P->query(p->dev, &p->info);
+	if (P->create_cq(p->dev, 256, &p->scq) || P->create_cq(p->dev, 256,
+							       &p->rcq))
+		return -1;
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_RAW_PACKET;
+	qa.send_cq = p->scq;
+	qa.recv_cq = p->rcq;
+	qa.cap.max_send_wr = 64;
+	qa.cap.max_recv_wr = nbufs;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	ret = P->create_qp(p->dev, &qa, &p->qp);
+	if (ret < 0)
+		return ret;
+	p->nbufs = nbufs;
+	p->bufs = calloc(nbufs, PBUF);
+	if (!p->bufs || P->reg_mr(p->dev, p->bufs, (size_t)nbufs * PBUF,
+				  &p->mr))
+		return -1;
+	for (i = 0; i < nbufs; i++) {
+		sge = (struct ibv_sge){ (uintptr_t)(p->bufs + i * PBUF), PBUF,
+					p->mr->lkey };
+		wr = (struct ibv_recv_wr){ .wr_id = i, .sg_list = &sge,
+					   .num_sge = 1 };
+		if (P->post_recv(p->qp, &wr, &bad))
+			return -1;
+	}
+	return 0;
+}
+
+static void port_close(struct port *p, bool close_dev)
+{
+	if (p->qp)
+		P->destroy_qp(p->qp);
+	if (p->mr)
+		P->dereg_mr(p->mr);
+	if (p->scq)
+		P->destroy_cq(p->scq);
+	if (p->rcq)
+		P->destroy_cq(p->rcq);
+	free(p->bufs);
+	if (close_dev && p->dev)
+		P->close(p->dev);
+}
+
+/* Receive completions for up to @ms; returns how many, with each frame's
+ * UDP destination port counted in @ports[port - base] (< 8). */
+static int port_drain(struct port *p, int ms, uint16_t base, int ports[8])
+{
+	struct ibv_wc wc[16];
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge;
+	struct qps_frame_info fi;
+	struct timespec ts = { 0, 2000000 };
+	int n, i, got = 0, t;
+
+	for (t = 0; t < ms / 2; t++) {
+		n = P->poll_cq(p->rcq, 16, wc);
+		for (i = 0; i < n; i++) {
+			uint8_t *b = p->bufs + wc[i].wr_id * PBUF;
+
+			CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
+			if (wc[i].status == IBV_WC_SUCCESS &&
+			    qps_frame_parse(b, wc[i].byte_len, &fi) ==
+			    QPS_RX_OK) {
+				unsigned int d = ntohs(fi.hdr.dport) - base;
+
+				if (ports && d < 8)
+					ports[d]++;
+			}
+			got++;
+			sge = (struct ibv_sge){ (uintptr_t)b, PBUF,
+						p->mr->lkey };
+			wr = (struct ibv_recv_wr){ .wr_id = wc[i].wr_id,
+						   .sg_list = &sge,
+						   .num_sge = 1 };
+			P->post_recv(p->qp, &wr, &bad);
+		}
+		if (!n)
+			nanosleep(&ts, NULL);
+	}
+	return got;
+}
+
+static struct ibv_flow_attr *rule(void *buf, const char *mac, const char *ip,
+				  uint16_t port, uint16_t prio)
+{
+	struct qps_flow_match m;
+
+	memset(&m, 0, sizeof(m));
+	if (mac) {
+		mac_parse(mac, m.dst_mac);
+		m.match_mac = true;
+	}
+	m.dst_ip = ip ? ip4(ip) : 0;
+	m.dst_port = htons(port);
+	m.priority = prio;
+	m.type = IBV_FLOW_ATTR_NORMAL;
+	return qps_flow_attr_build(buf, &m);
+}
+
+static void kernel_send_n(int fd, const char *ip, uint16_t port, int n)
+{
+	struct sockaddr_in d = t_sin(ip, port);
+	char msg[32];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(msg, sizeof(msg), "m%d", i);
+		sendto(fd, msg, strlen(msg), 0, (struct sockaddr *)&d,
+		       sizeof(d));
+	}
+}
+
+static bool file_has(const char *path, const char *needle)
+{
+	char line[512];
+	bool found = false;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Kernel sender -> qpsock multicast receiver. Through qps_join when the
+ * core has it, else at the provider level (mcast_attach + a rule). */
+static void test_mcast_kernel_to_qpsock(void)
+{
+	uint8_t abuf[QPS_FLOW_ATTR_MAX] __attribute__((aligned(8)));
+	struct ip_mreqn mif = { .imr_ifindex = ifindex_b() };
+	struct qps_flow *fl = NULL;
+	struct port p;
+	int fd, ports[8] = { 0 };
+
+	fd = sock_b(SOCK_DGRAM, 0, NULL, 0);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif,
+				   sizeof(mif)), 0);
+	CU_ASSERT_EQUAL_FATAL(port_open(&p, NULL, 128), 0);
+	CU_ASSERT_EQUAL(P->mcast_attach(p.dev, (struct in_addr){ ip4(GROUP) },
+					(struct in_addr){ 0 }), 0);
+	/* A second attach is counted, not an error. */
+	CU_ASSERT_EQUAL(P->mcast_attach(p.dev, (struct in_addr){ ip4(GROUP) },
+					(struct in_addr){ 0 }), 0);
+	CU_ASSERT_EQUAL(P->mcast_attach(p.dev, (struct in_addr){ ip4(IP_B) },
+					(struct in_addr){ 0 }), -EINVAL);
+	/* The kernel of namespace A joined: IGMP and the MAC filter. */
+	CU_ASSERT(file_has("/proc/thread-self/net/igmp", "030201EF"));
+	CU_ASSERT(file_has("/proc/thread-self/net/dev_mcast", "01005e010203"));
+	CU_ASSERT_EQUAL_FATAL(P->create_flow(p.qp, rule(abuf, "01:00:5e:01:02:03",
+						       GROUP, 5200, 1), &fl), 0);
+	kernel_send_n(fd, GROUP, 5200, 50);
+	kernel_send_n(fd, GROUP, 5201, 30);	/* other port: not ours */
+	kernel_send_n(fd, "239.1.2.9", 5200, 30); /* other group */
+	CU_ASSERT_EQUAL(port_drain(&p, 300, 5200, ports), 50);
+	CU_ASSERT_EQUAL(ports[0], 50);
+	CU_ASSERT_EQUAL(P->destroy_flow(fl), 0);
+	CU_ASSERT_EQUAL(P->mcast_detach(p.dev, (struct in_addr){ ip4(GROUP) },
+					(struct in_addr){ 0 }), 0);
+	CU_ASSERT(file_has("/proc/thread-self/net/igmp", "030201EF"));
+	CU_ASSERT_EQUAL(P->mcast_detach(p.dev, (struct in_addr){ ip4(GROUP) },
+					(struct in_addr){ 0 }), 0);
+	CU_ASSERT(!file_has("/proc/thread-self/net/igmp", "030201EF"));
+	CU_ASSERT_EQUAL(P->mcast_detach(p.dev, (struct in_addr){ ip4(GROUP) },
+					(struct in_addr){ 0 }), -ENOENT);
+	port_close(&p, true);
+	close(fd);
+}
+
+/* --- steering ------------------------------------------------------------ */
+
+static void test_steering(void)
+{
+	uint8_t b1[QPS_FLOW_ATTR_MAX] __attribute__((aligned(8)));
+	uint8_t b2[QPS_FLOW_ATTR_MAX] __attribute__((aligned(8)));
+	uint8_t b3[QPS_FLOW_ATTR_MAX] __attribute__((aligned(8)));
+	struct qps_flow *f1, *f2, *f3;
+	struct port p1, p2;
+	int fd, c1[8], c2[8];
+
+	fd = sock_b(SOCK_DGRAM, 0, NULL, 0);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(port_open(&p1, NULL, 128), 0);
+	CU_ASSERT_EQUAL_FATAL(port_open(&p2, p1.dev, 128), 0);
+	/* p1: port 7001; p2: port 7002, and (weaker) anything else to us. */
+	CU_ASSERT_EQUAL_FATAL(P->create_flow(p1.qp, rule(b1, MAC_A, IP_A, 7001,
+							 1), &f1), 0);
+	CU_ASSERT_EQUAL_FATAL(P->create_flow(p2.qp, rule(b2, MAC_A, IP_A, 7002,
+							 1), &f2), 0);
+	CU_ASSERT_EQUAL_FATAL(P->create_flow(p2.qp, rule(b3, MAC_A, IP_A, 0,
+							 5), &f3), 0);
+	kernel_send_n(fd, IP_A, 7001, 30);
+	kernel_send_n(fd, IP_A, 7002, 20);
+	kernel_send_n(fd, IP_A, 7003, 10);
+	memset(c1, 0, sizeof(c1));
+	memset(c2, 0, sizeof(c2));
+	CU_ASSERT_EQUAL(port_drain(&p1, 300, 7000, c1), 30);
+	CU_ASSERT_EQUAL(port_drain(&p2, 300, 7000, c2), 30);
+	CU_ASSERT_EQUAL(c1[1], 30);
+	CU_ASSERT_EQUAL(c2[2], 20);
+	CU_ASSERT_EQUAL(c2[3], 10);
+	CU_ASSERT_EQUAL(c2[1], 0);	/* no duplicates of the stronger rule */
+	/* Without the port-7001 rule its frames fall to the weaker one. */
+	CU_ASSERT_EQUAL(P->destroy_flow(f1), 0);
+	kernel_send_n(fd, IP_A, 7001, 15);
+	memset(c1, 0, sizeof(c1));
+	memset(c2, 0, sizeof(c2));
+	CU_ASSERT_EQUAL(port_drain(&p1, 200, 7000, c1), 0);
+	CU_ASSERT_EQUAL(port_drain(&p2, 300, 7000, c2), 15);
+	CU_ASSERT_EQUAL(c2[1], 15);
+	/* A rule the provider cannot express. */
+	{
+		struct ibv_flow_attr *a = rule(b1, MAC_A, IP_A, 7001, 1);
+
+		a->flags = 1;
+		CU_ASSERT_EQUAL(P->create_flow(p1.qp, a, &f1), -EOPNOTSUPP);
+	}
+	CU_ASSERT_EQUAL(P->destroy_qp(p2.qp), -EBUSY);
+	P->destroy_flow(f2);
+	P->destroy_flow(f3);
+	port_close(&p2, false);
+	port_close(&p1, true);
+	close(fd);
+}
+
+/* A WR chain is one kick; frames over the MTU never reach the ring. */
+static void test_doorbell_and_mtu(void)
+{
+	struct qps_dev_counters c0, c1;
+	struct ibv_send_wr wr[32], *bad;
+	struct ibv_sge sge[32];
+	struct ibv_wc wc[64];
+	struct qps_frame_hdr h;
+	struct port p;
+	uint8_t *frames;
+	int fd, i, n = 0, t;
+	size_t flen[32];
+
+	fd = sock_b(SOCK_DGRAM, 0, IP_B, 5300);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(port_open(&p, NULL, 8), 0);
+	frames = p.bufs;	/* 8 x 2048 registered bytes: reuse them */
+	memset(&h, 0, sizeof(h));
+	memcpy(h.src_mac, p.info.mac, 6);
+	mac_parse(MAC_B, h.dst_mac);
+	h.saddr = p.info.addr.s_addr;
+	h.daddr = ip4(IP_B);
+	h.sport = htons(5301);
+	h.dport = htons(5300);
+	flen[0] = (size_t)qps_frame_build(frames, &h, 10);
+	for (i = 0; i < 32; i++) {
+		sge[i] = (struct ibv_sge){ (uintptr_t)frames,
+					   (uint32_t)flen[0], p.mr->lkey };
+		wr[i] = (struct ibv_send_wr){ .wr_id = (uint64_t)i,
+					      .sg_list = &sge[i],
+					      .num_sge = 1,
+					      .opcode = IBV_WR_SEND,
+					      .send_flags = IBV_SEND_SIGNALED,
+					      .next = i < 31 ? &wr[i + 1] :
+							       NULL };
+	}
+	/* WR 5: one byte over MTU + 14; WR 9: outside its region. */
+	sge[5].length = p.info.mtu + 15;
+	sge[5].addr = (uintptr_t)(frames + 2048);
+	sge[9].lkey = p.mr->lkey + 256;
+	P->counters(p.dev, &c0);
+	CU_ASSERT_EQUAL(P->post_send(p.qp, wr, &bad), 0);
+	P->counters(p.dev, &c1);
+	CU_ASSERT_EQUAL(c1.doorbells - c0.doorbells, 1);
+	CU_ASSERT_EQUAL(c1.wqes - c0.wqes, 30);
+	for (t = 0; t < 100 && n < 32; t++) {
+		int k = P->poll_cq(p.scq, 64, wc + n);
+
+		CU_ASSERT(k >= 0);
+		n += k > 0 ? k : 0;
+	}
+	CU_ASSERT_EQUAL(n, 32);
+	for (i = 0; i < n; i++) {
+		CU_ASSERT_EQUAL(wc[i].wr_id, (uint64_t)i);	/* in order */
+		CU_ASSERT_EQUAL(wc[i].status, i == 5 ? IBV_WC_LOC_LEN_ERR :
+					      i == 9 ? IBV_WC_LOC_PROT_ERR :
+					      IBV_WC_SUCCESS);
+	}
+	CU_ASSERT_EQUAL(qps_packet_read(&qps_packet_qp(p.qp)->tx_len_err), 1);
+	CU_ASSERT_EQUAL(kernel_recv(fd, 30, RECV_MS, NULL), 30);
+	CU_ASSERT_EQUAL(kernel_quiet(fd), 0);
+	port_close(&p, true);
+	close(fd);
+}
+
+/* --- neighbour change ----------------------------------------------------- */
+
+static void test_neigh_change(void)
+{
+	struct sockaddr_in peer = t_sin(IP_B, 5400);
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	struct timespec ts = { 0, 50000000 };
+	uint64_t gen0;
+	int fd, i;
+
+	fd = sock_b(SOCK_DGRAM, 0, IP_B, 5400);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(ctx_open(if_a, NULL, &ctx), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_connect(ep, (struct sockaddr *)&peer,
+					  sizeof(peer)), 0);
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(qps_send(ep, "a", 1, 0), 1);
+	CU_ASSERT_EQUAL(kernel_recv(fd, 10, RECV_MS, NULL), 10);
+	gen0 = qps_route_gen(ctx);
+
+	/* The peer changes its MAC: our cached one is wrong now, and its
+	 * kernel drops what we send (PACKET_OTHERHOST). */
+	CU_ASSERT_EQUAL_FATAL(sh("ip -n %s link set %s address " MAC_B2, ns_b,
+				 if_b), 0);
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(qps_send(ep, "b", 1, 0), 1);
+	CU_ASSERT_EQUAL(kernel_quiet(fd), 0);
+
+	/* The neighbour entry follows; so must the endpoint. */
+	CU_ASSERT_EQUAL_FATAL(sh("ip -n %s neigh replace " IP_B " lladdr "
+				 MAC_B2 " dev %s nud permanent", ns_a, if_a),
+			      0);
+	nanosleep(&ts, NULL);
+	CU_ASSERT_NOT_EQUAL(qps_route_gen(ctx), gen0);
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(qps_send(ep, "c", 1, 0), 1);
+	CU_ASSERT_EQUAL(kernel_recv(fd, 10, RECV_MS, NULL), 10);
+
+	qps_ctx_destroy(ctx);
+	close(fd);
+	sh("ip -n %s link set %s address " MAC_B, ns_b, if_b);
+	sh("ip -n %s neigh replace " IP_B " lladdr " MAC_B " dev %s nud "
+	   "permanent", ns_a, if_a);
+}
+
+/* --- bad frames -------------------------------------------------------------- */
+
+static size_t good_frame(uint8_t *f, uint16_t dport, const char *payload)
+{
+	struct qps_frame_hdr h;
+	size_t len = strlen(payload);
+
+	memset(&h, 0, sizeof(h));
+	mac_parse(MAC_A, h.dst_mac);
+	mac_parse(MAC_B, h.src_mac);
+	h.saddr = ip4(IP_B);
+	h.daddr = ip4(IP_A);
+	h.sport = htons(5555);
+	h.dport = htons(dport);
+	memcpy(f + QPS_HDRS_LEN, payload, len);
+	return (size_t)qps_frame_build(f, &h, len);
+}
+
+static void inject(int fd, int ifindex, const uint8_t *f, size_t len)
+{
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET,
+				   .sll_ifindex = ifindex, .sll_halen = 6 };
+
+	memcpy(sll.sll_addr, f, 6);
+	CU_ASSERT_EQUAL(sendto(fd, f, len, 0, (struct sockaddr *)&sll,
+			       sizeof(sll)), (ssize_t)len);
+}
+
+static void fix_ip_csum(uint8_t *f)
+{
+	uint16_t c;
+
+	f[24] = f[25] = 0;
+	c = qps_csum_fold(qps_csum_partial(f + 14, 20, 0));
+	memcpy(f + 24, &c, 2);
+}
+
+static void test_bad_frames(void)
+{
+	struct sockaddr_in any = t_sin("0.0.0.0", 6100);
+	struct qps_stats s0, s1;
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	uint8_t f[256], buf[64];
+	int fd, ifx = 0, tmo = RECV_MS, i;
+	size_t len;
+
+	fd = raw_b(&ifx);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(ctx_open(if_a, NULL, &ctx), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	CU_ASSERT_EQUAL(qps_setopt(ep, QPS_OPT_RCVTIMEO, &tmo, sizeof(tmo)),
+			0);
+	CU_ASSERT_EQUAL_FATAL(qps_bind(ep, (struct sockaddr *)&any,
+				       sizeof(any)), 0);
+	qps_ctx_stats(ctx, &s0, sizeof(s0));
+
+	len = good_frame(f, 6100, "good-1");
+	inject(fd, ifx, f, len);
+	/* Runt: Ethernet + 10 bytes of "IPv4". */
+	good_frame(f, 6100, "runt");
+	inject(fd, ifx, f, QPS_ETH_HLEN + 10);
+	/* IHL 4. */
+	len = good_frame(f, 6100, "ihl");
+	f[14] = 0x44;
+	fix_ip_csum(f);
+	inject(fd, ifx, f, len);
+	/* IPv4 header checksum off by one. */
+	len = good_frame(f, 6100, "ipcsum");
+	f[24] ^= 1;
+	inject(fd, ifx, f, len);
+	/* UDP checksum wrong. */
+	len = good_frame(f, 6100, "udpcsum");
+	f[40] ^= 0x55;
+	inject(fd, ifx, f, len);
+	/* First fragment (MF set). */
+	len = good_frame(f, 6100, "frag");
+	f[20] |= 0x20;
+	fix_ip_csum(f);
+	inject(fd, ifx, f, len);
+	len = good_frame(f, 6100, "good-2");
+	inject(fd, ifx, f, len);
+
+	for (i = 1; i <= 2; i++) {
+		char want[16];
+
+		snprintf(want, sizeof(want), "good-%d", i);
+		memset(buf, 0, sizeof(buf));
+		CU_ASSERT_EQUAL(qps_recv(ep, buf, sizeof(buf), 0), 6);
+		CU_ASSERT_STRING_EQUAL((char *)buf, want);
+	}
+	CU_ASSERT_EQUAL(qps_recv(ep, buf, sizeof(buf), QPS_MSG_DONTWAIT),
+			-EAGAIN);
+	qps_ctx_stats(ctx, &s1, sizeof(s1));
+	CU_ASSERT_EQUAL(s1.rx_bad[QPS_RX_SHORT_IP] - s0.rx_bad[QPS_RX_SHORT_IP],
+			1);
+	CU_ASSERT_EQUAL(s1.rx_bad[QPS_RX_BAD_IHL] - s0.rx_bad[QPS_RX_BAD_IHL],
+			1);
+	CU_ASSERT_EQUAL(s1.rx_bad[QPS_RX_BAD_IP_CSUM] -
+			s0.rx_bad[QPS_RX_BAD_IP_CSUM], 1);
+	CU_ASSERT_EQUAL(s1.rx_bad[QPS_RX_BAD_UDP_CSUM] -
+			s0.rx_bad[QPS_RX_BAD_UDP_CSUM], 1);
+	CU_ASSERT_EQUAL(s1.rx_bad[QPS_RX_FRAGMENT] -
+			s0.rx_bad[QPS_RX_FRAGMENT], 1);
+	CU_ASSERT_EQUAL(s1.rx_packets - s0.rx_packets, 2);
+	qps_ctx_destroy(ctx);
+	close(fd);
+}
+
+/* --- sockperf against qps_echo ----------------------------------------------- */
+
+#ifdef QPS_ECHO_BIN
+static pid_t spawn(int ns_fd, const char *out, char *const argv[])
+{
+	pid_t pid = fork();
+	int fd;
+
+	if (pid != 0)
+		return pid;
+	if (ns_fd >= 0 && ns_enter(ns_fd) < 0)
+		_exit(126);
+	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+	}
+	execvp(argv[0], argv);
+	_exit(127);
+}
+
+/* Wait up to @ms for @pid; kill it when late. Exit status or -1. */
+static int reap(pid_t pid, int ms)
+{
+	struct timespec ts = { 0, 10000000 };
+	int st, i;
+
+	for (i = 0; i < ms / 10; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		nanosleep(&ts, NULL);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+static double sockperf_latency(const char *path, long *received)
+{
+	char line[512], *p;
+	double lat = -1;
+	FILE *f = fopen(path, "re");
+
+	*received = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		p = strstr(line, "Summary: Latency is ");
+		if (p)
+			lat = strtod(p + strlen("Summary: Latency is "), NULL);
+		p = strstr(line, "[Valid Duration]");
+		if (p && (p = strstr(p, "ReceivedMessages=")))
+			*received = strtol(p + strlen("ReceivedMessages="),
+					   NULL, 10);
+	}
+	fclose(f);
+	return lat;
+}
+
+static void test_sockperf_pingpong(void)
+{
+	char echo_out[64], perf_out[64];
+	char *echo_argv[] = { QPS_ECHO_BIN, "-P", "packet", "-w", if_a, "-p",
+			      "11111", "-t", "20", NULL };
+	char *perf_argv[] = { "sockperf", "ping-pong", "-i", IP_A, "-p",
+			      "11111", "-t", "2", "-m", "64", NULL };
+	struct timespec ts = { 0, 300000000 };
+	pid_t echo, perf;
+	long received;
+	double lat;
+
+	if (system("command -v sockperf >/dev/null 2>&1")) {
+		CU_FAIL("sockperf is not installed (tools/install-deps.sh "
+			"installs it)");
+		return;
+	}
+	snprintf(echo_out, sizeof(echo_out), "/tmp/qps-echo-%d.log",
+		 (int)getpid());
+	snprintf(perf_out, sizeof(perf_out), "/tmp/qps-sockperf-%d.log",
+		 (int)getpid());
+	echo = spawn(-1, echo_out, echo_argv);	/* namespace A, as we are */
+	CU_ASSERT_FATAL(echo > 0);
+	nanosleep(&ts, NULL);
+	perf = spawn(fd_ns_b, perf_out, perf_argv);
+	CU_ASSERT_FATAL(perf > 0);
+	CU_ASSERT_EQUAL(reap(perf, 20000), 0);
+	kill(echo, SIGINT);
+	CU_ASSERT_EQUAL(reap(echo, 5000), 0);
+	lat = sockperf_latency(perf_out, &received);
+	fprintf(stderr, "\n  sockperf pp -> qps_echo: latency %.3f us, %ld "
+		"replies in the valid window\n", lat, received);
+	CU_ASSERT(lat > 0 && lat < 100000);
+	CU_ASSERT(received > 100);
+	CU_ASSERT(file_has(echo_out, "messages received and handled"));
+	if (lat <= 0 || received <= 100)
+		sh("cat %s %s >&2", perf_out, echo_out);
+	unlink(echo_out);
+	unlink(perf_out);
+}
+#endif
+
+int main(void)
+{
+	CU_TestInfo tests[] = {
+		{ "open errors", test_open_errors },
+		{ "qpsock -> kernel UDP", test_qpsock_to_kernel },
+		{ "kernel UDP -> qpsock", test_kernel_to_qpsock },
+		{ "multicast qpsock -> kernel", test_mcast_qpsock_to_kernel },
+		{ "multicast kernel -> provider", test_mcast_kernel_to_qpsock },
+		{ "steering rules", test_steering },
+		{ "doorbell per chain, MTU", test_doorbell_and_mtu },
+		{ "neighbour change", test_neigh_change },
+		{ "bad frames", test_bad_frames },
+#ifdef QPS_ECHO_BIN
+		{ "sockperf ping-pong vs qps_echo", test_sockperf_pingpong },
+#endif
+		CU_TEST_INFO_NULL,
+	};
+	int ret;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (geteuid() != 0) {
+		printf("test_packet: skipped: needs root (network namespaces, "
+		       "veth, AF_PACKET)\n");
+		return T_EXIT_SKIP;
+	}
+	if (qps_provider_find("packet", &P) < 0) {
+		printf("test_packet: skipped: packet provider not built\n");
+		return T_EXIT_SKIP;
+	}
+	if (ns_setup() < 0) {
+		ns_delete();
+		printf("test_packet: skipped: cannot create network "
+		       "namespaces and a veth pair here\n");
+		return T_EXIT_SKIP;
+	}
+#ifndef QPS_ECHO_BIN
+	printf("test_packet: no qps_echo (QPS_BUILD_EXAMPLES=OFF): the "
+	       "sockperf case is left out\n");
+#endif
+	ret = t_run("packet", tests);
+	ns_delete();
+	return ret;
+}

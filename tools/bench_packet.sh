@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# bench_packet.sh - the packet provider on a veth pair, side by side in one
+# run (root; two network namespaces made and deleted here):
+#   TX only: the sender's frames go to a MAC nobody has (static neighbour
+#   10.77.0.99), so the peer drops them at L2 and the sender's own cost is
+#   measured. Variants, interleaved for --rounds rounds, medians reported:
+#     qps1     qpsock, one send per doorbell (post list 1)
+#     qps32    qpsock, QPS_MSG_MORE bursts of 32 (post list 32)
+#     mmsg32   kernel UDP sendmmsg(), 32 datagrams per call
+#     trafgen  netsniff-ng's trafgen (AF_PACKET TX ring), one CPU
+#   Ping-pong, 64-byte sockperf messages, half round trip:
+#     qps      qps_bench packet pp -> qps_echo -B (both qpsock, busy-polling)
+#     sockperf sockperf pp -> sockperf sr (kernel UDP on both sides)
+#     sockperf->qps_echo  kernel client against the qpsock server
+#   Sender pinned to CPU 0, receivers/servers to CPU 1.
+#
+# usage: tools/bench_packet.sh [--json] [--secs S] [--rounds R] [--build DIR]
+# Needs: qps_bench and qps_echo built in DIR (default build), trafgen
+# (netsniff-ng) and sockperf; a missing peer is reported and left out.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+json=0
+secs=1
+rounds=3
+build=$root/build
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--json) json=1 ;;
+	--secs) secs=$2; shift ;;
+	--rounds) rounds=$2; shift ;;
+	--build) build=$2; shift ;;
+	*) echo "usage: $0 [--json] [--secs S] [--rounds R] [--build DIR]" >&2
+	   exit 2 ;;
+	esac
+	shift
+done
+bench=$build/tools/qps_bench
+echo_bin=$build/examples/qps_echo
+if [[ $(id -u) -ne 0 ]]; then
+	echo "bench_packet: needs root (network namespaces, AF_PACKET)" >&2
+	exit 77
+fi
+for b in "$bench" "$echo_bin"; do
+	[[ -x $b ]] || { echo "bench_packet: $b not built" >&2; exit 1; }
+done
+
+S=$$; A=qbpa$S; B=qbpb$S; VA=qba$S; VB=qbb$S
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	ip netns del "$A" 2>/dev/null || true
+	ip netns del "$B" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$A"; ip netns add "$B"
+ip link add "$VA" netns "$A" type veth peer name "$VB" netns "$B"
+ip -n "$A" link set "$VA" address 02:77:00:00:00:01
+ip -n "$B" link set "$VB" address 02:77:00:00:00:02
+for ns in "$A" "$B"; do
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+	ip -n "$ns" link set lo up
+done
+ip -n "$A" addr add 10.77.0.1/24 dev "$VA"
+ip -n "$B" addr add 10.77.0.2/24 dev "$VB"
+ip -n "$A" link set "$VA" up; ip -n "$B" link set "$VB" up
+ip -n "$A" neigh replace 10.77.0.99 lladdr 02:77:00:00:00:99 dev "$VA" nud permanent
+ip -n "$A" neigh replace 10.77.0.2 lladdr 02:77:00:00:00:02 dev "$VA" nud permanent
+
+inA() { ip netns exec "$A" taskset -c 0 "$@"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
+field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+
+tx_qps() {
+	inA "$bench" packet tx-qps --dev "$VA" --dst 10.77.0.99 --batch "$1" \
+		--secs "$secs" | field pps
+}
+tx_mmsg() {
+	inA "$bench" packet tx-mmsg --dst 10.77.0.99 --batch 32 --secs "$secs" |
+		field pps
+}
+have_trafgen=0
+command -v trafgen >/dev/null && have_trafgen=1
+cat > "$tmp/tg.cfg" <<'EOF'
+{ eth(da=02:77:00:00:00:99, sa=02:77:00:00:00:01, type=0x0800),
+  ipv4(saddr=10.77.0.1, daddr=10.77.0.99, ttl=64, proto=17),
+  udp(sport=4000, dport=9), fill(0x41, 64) }
+EOF
+tx_trafgen() {
+	# SIGINT ends it with its totals: packets and time on CPU 0.
+	inA timeout -s INT "$secs" trafgen -o "$VA" -i "$tmp/tg.cfg" --cpus 1 \
+		> "$tmp/tg.out" 2>&1 || true
+	tr '\r' '\n' < "$tmp/tg.out" |
+		awk '/packets outgoing/ { p = $1 }
+		     /sec,.*usec on CPU/ { t = $1 + $3 / 1e6 }
+		     END { if (t > 0) printf "%.0f\n", p / t; else print 0 }'
+}
+
+declare -A res
+variants=(qps1 qps32 mmsg32)
+[[ $have_trafgen -eq 1 ]] && variants+=(trafgen)
+for ((r = 0; r < rounds; r++)); do
+	res[qps1]+="$(tx_qps 1) "
+	res[qps32]+="$(tx_qps 32) "
+	res[mmsg32]+="$(tx_mmsg) "
+	[[ $have_trafgen -eq 1 ]] && res[trafgen]+="$(tx_trafgen) "
+done
+declare -A med
+for v in "${variants[@]}"; do
+	med[$v]=$(tr ' ' '\n' <<< "${res[$v]}" | grep . | median)
+done
+
+# Ping-pong.
+pp_secs=$((secs < 2 ? 2 : secs))
+# Started without a wrapper function, so that $! is the server itself.
+ip netns exec "$B" taskset -c 1 "$echo_bin" -P packet -w "$VB" -p 11111 -B \
+	> "$tmp/echo.out" 2>&1 &
+pids+=($!)
+sleep 0.5
+inA "$bench" packet pp --dev "$VA" --dst 10.77.0.2 --port 11111 \
+	--secs "$pp_secs" > "$tmp/pp.out"
+qps_avg=$(field lat_avg_us < "$tmp/pp.out")
+qps_p50=$(field lat_p50_us < "$tmp/pp.out")
+sp_avg=0; sp_p50=0; spq_avg=0
+if command -v sockperf >/dev/null; then
+	sp_lat() { # avg and p50 of a sockperf pp output
+		awk '/Summary: Latency is/ { a = $5 }
+		     /percentile 50.000/ { p = $NF } END { print a + 0, p + 0 }' "$1"
+	}
+	inA sockperf pp -i 10.77.0.2 -p 11111 -m 64 -t "$pp_secs" \
+		> "$tmp/spq.out" 2>&1 || true
+	read -r spq_avg _ < <(sp_lat "$tmp/spq.out")
+	ip netns exec "$B" taskset -c 1 sockperf sr -i 10.77.0.2 -p 11112 \
+		> "$tmp/sr.out" 2>&1 &
+	pids+=($!)
+	sleep 0.5
+	inA sockperf pp -i 10.77.0.2 -p 11112 -m 64 -t "$pp_secs" \
+		> "$tmp/sp.out" 2>&1 || true
+	read -r sp_avg sp_p50 < <(sp_lat "$tmp/sp.out")
+else
+	echo "bench_packet: sockperf not installed: no kernel ping-pong peer" >&2
+fi
+for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "null" }'; }
+r_batch=$(ratio "${med[qps32]}" "${med[qps1]}")
+r_mmsg=$(ratio "${med[qps32]}" "${med[mmsg32]}")
+r_tg=$(ratio "${med[qps32]}" "${med[trafgen]:-0}")
+r_lat=$(ratio "$qps_avg" "$sp_avg")
+r_lat50=$(ratio "$qps_p50" "$sp_p50")
+
+if [[ $json -eq 1 ]]; then
+	for v in "${variants[@]}"; do
+		printf '{"bench":"packet","case":"tx_only","variant":"%s","size":64,"rounds":%d,"secs":%s,"pps_median":%s,"pps_all":[%s]}\n' \
+			"$v" "$rounds" "$secs" "${med[$v]}" \
+			"$(tr ' ' '\n' <<< "${res[$v]}" | grep . | paste -sd,)"
+	done
+	printf '{"bench":"packet","case":"pingpong","size":64,"qps_half_rtt_avg_us":%s,"qps_half_rtt_p50_us":%s,"sockperf_avg_us":%s,"sockperf_p50_us":%s,"sockperf_to_qps_echo_avg_us":%s}\n' \
+		"${qps_avg:-0}" "${qps_p50:-0}" "$sp_avg" "$sp_p50" "$spq_avg"
+	printf '{"bench":"packet","ratios":{"qps32_over_qps1":%s,"qps32_over_sendmmsg32":%s,"qps32_over_trafgen":%s,"qps_over_sockperf_half_rtt_avg":%s,"qps_over_sockperf_half_rtt_p50":%s}}\n' \
+		"$r_batch" "$r_mmsg" "$r_tg" "$r_lat" "$r_lat50"
+	exit 0
+fi
+echo "packet provider on veth, 64-byte payloads, TX only (peer drops at L2),"
+echo "median of $rounds interleaved ${secs}s runs, sender on CPU 0:"
+for v in "${variants[@]}"; do
+	printf '  %-8s %10s pps   (%s)\n' "$v" "${med[$v]}" "${res[$v]% }"
+done
+echo "ping-pong, 64 bytes, half round trip (us):"
+printf '  qpsock pp -> qps_echo -B    avg %s  p50 %s\n' "$qps_avg" "$qps_p50"
+printf '  sockperf pp -> sockperf sr  avg %s  p50 %s\n' "$sp_avg" "$sp_p50"
+printf '  sockperf pp -> qps_echo -B  avg %s\n' "$spq_avg"
+echo "ratios: qps32/qps1 $r_batch (target >= 3), qps32/sendmmsg32 $r_mmsg" \
+	"(>= 1.2), qps32/trafgen $r_tg (>= 0.9), qps/sockperf half-RTT avg" \
+	"$r_lat p50 $r_lat50 (<= 0.8)"

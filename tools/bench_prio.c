@@ -1,0 +1,534 @@
+// SPDX-License-Identifier: MIT
+/*
+ * qps_bench prio [--json] [--ms N] [--rounds N] [--depth N] [--burst N]:
+ * messages per second through one "QP" (a transmitter posting to a null
+ * sink, so the queues are what is measured) for 1 and 2 producer threads,
+ * side by side in one run:
+ *   qpsock   the priority bands (src/prio_bands.c)
+ *   mutex    the same three bands (arrays) and bypass under one mutex
+ *   ck_ring  the same owner protocol and bypass over three Concurrency Kit
+ *            MPMC rings (ck_ring_enqueue_mpmc / ck_ring_dequeue_mpmc)
+ * Every producer cycles through the 16 priorities. Rounds are interleaved
+ * and the median of each case is reported; the last line gives the ratios.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef QPS_HAVE_CK
+#include <ck_ring.h>
+#endif
+
+#include "prio_bands.h"
+#include "qps_bench.h"
+
+#define BP_MAX_PRODUCERS 2
+#define BP_SEND_BATCH 64	/* sends between looks at the stop flag */
+
+/* The null sink: counts what the transmitter posts. Only the transmitter
+ * (the owner, or the mutex holder) writes it. */
+struct bp_sink {
+	uint64_t posted;
+};
+
+static int bp_post(void *arg, void **items, unsigned int n, bool more)
+{
+	struct bp_sink *s = arg;
+
+	(void)items;
+	(void)more;
+	s->posted += n;
+	return (int)n;
+}
+
+struct bp_impl {
+	const char *name;
+	int (*create)(uint32_t depth, uint32_t burst, struct bp_sink *s,
+		      void **q);
+	int (*send)(void *q, void *item, unsigned int prio);
+	int (*flush)(void *q);
+	void (*destroy)(void *q);
+};
+
+/* ---- qpsock ------------------------------------------------------- */
+
+static int bp_qps_create(uint32_t depth, uint32_t burst, struct bp_sink *s,
+			 void **q)
+{
+	struct qps_prio_cfg cfg = {
+		.post = bp_post,
+		.arg = s,
+		.depth = { depth, depth, depth },
+		.burst = burst,
+	};
+
+	return qps_prio_create(&cfg, (struct qps_prio **)q);
+}
+
+static int bp_qps_send(void *q, void *item, unsigned int prio)
+{
+	return qps_prio_enqueue(q, item, prio, 64);
+}
+
+static int bp_qps_flush(void *q)
+{
+	return qps_prio_kick(q);
+}
+
+static void bp_qps_destroy(void *q)
+{
+	qps_prio_destroy(q);
+}
+
+/* ---- one mutex around three array bands ---------------------------- */
+
+struct bp_fifo {
+	void **slot;
+	uint32_t head, tail, mask;
+};
+
+struct bp_mtx {
+	pthread_mutex_t lock;
+	struct bp_fifo band[QPS_PRIO_BANDS];
+	struct bp_sink *sink;
+	uint32_t burst;
+};
+
+static int bp_mtx_create(uint32_t depth, uint32_t burst, struct bp_sink *s,
+			 void **q)
+{
+	struct bp_mtx *m = calloc(1, sizeof(*m));
+	int i;
+
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	m->sink = s;
+	m->burst = burst;
+	for (i = 0; i < QPS_PRIO_BANDS; i++) {
+		m->band[i].slot = calloc(depth, sizeof(void *));
+		m->band[i].mask = depth - 1;
+		if (!m->band[i].slot)
+			return -ENOMEM;
+	}
+	*q = m;
+	return 0;
+}
+
+/* Under the lock: post everything queued, band 0 first, in bursts. */
+static void bp_mtx_drain(struct bp_mtx *m)
+{
+	void *items[QPS_PRIO_BURST_MAX];
+	struct bp_fifo *f;
+	uint32_t n;
+	int i;
+
+	for (i = 0; i < QPS_PRIO_BANDS; i++) {
+		f = &m->band[i];
+		while (f->head != f->tail) {
+			for (n = 0; n < m->burst && f->head != f->tail; n++)
+				items[n] = f->slot[f->head++ & f->mask];
+			bp_post(m->sink, items, n, f->head != f->tail);
+		}
+	}
+}
+
+static int bp_mtx_send(void *q, void *item, unsigned int prio)
+{
+	struct bp_mtx *m = q;
+	struct bp_fifo *f = &m->band[qps_prio_band(prio)];
+	int i, ret = 0;
+
+	pthread_mutex_lock(&m->lock);
+	for (i = 0; i < QPS_PRIO_BANDS; i++)
+		if (m->band[i].head != m->band[i].tail)
+			break;
+	if (i == QPS_PRIO_BANDS) {
+		bp_post(m->sink, &item, 1, false);	/* bypass */
+	} else if (f->tail - f->head > f->mask) {
+		ret = -EAGAIN;
+	} else {
+		f->slot[f->tail++ & f->mask] = item;
+		bp_mtx_drain(m);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+static int bp_mtx_flush(void *q)
+{
+	struct bp_mtx *m = q;
+
+	pthread_mutex_lock(&m->lock);
+	bp_mtx_drain(m);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+static void bp_mtx_destroy(void *q)
+{
+	struct bp_mtx *m = q;
+	int i;
+
+	for (i = 0; i < QPS_PRIO_BANDS; i++)
+		free(m->band[i].slot);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+/* ---- ck_ring bands, same owner protocol as prio_bands.c ------------ */
+
+#ifdef QPS_HAVE_CK
+#define BP_OWNER 1u
+#define BP_MISSED 2u
+
+struct bp_ck {
+	_Alignas(128) _Atomic uint32_t state;
+	_Alignas(128) struct ck_ring ring[QPS_PRIO_BANDS];
+	ck_ring_buffer_t *buf[QPS_PRIO_BANDS];
+	struct bp_sink *sink;
+	uint32_t burst;
+};
+
+static int bp_ck_create(uint32_t depth, uint32_t burst, struct bp_sink *s,
+			void **q)
+{
+	struct bp_ck *c = aligned_alloc(128, sizeof(*c));
+	int i;
+
+	if (!c)
+		return -ENOMEM;
+	memset(c, 0, sizeof(*c));
+	c->sink = s;
+	c->burst = burst;
+	for (i = 0; i < QPS_PRIO_BANDS; i++) {
+		ck_ring_init(&c->ring[i], depth);
+		c->buf[i] = calloc(depth, sizeof(ck_ring_buffer_t));
+		if (!c->buf[i])
+			return -ENOMEM;
+	}
+	*q = c;
+	return 0;
+}
+
+static bool bp_ck_empty(struct bp_ck *c)
+{
+	int i;
+
+	for (i = 0; i < QPS_PRIO_BANDS; i++)
+		if (ck_ring_size(&c->ring[i]))
+			return false;
+	return true;
+}
+
+static void bp_ck_drain(struct bp_ck *c)
+{
+	void *items[QPS_PRIO_BURST_MAX];
+	uint32_t n;
+	int i;
+
+	for (i = 0; i < QPS_PRIO_BANDS; i++) {
+		n = 0;
+		while (n < c->burst &&
+		       ck_ring_dequeue_mpmc(&c->ring[i], c->buf[i], &items[n]))
+			n++;
+		if (n) {
+			bp_post(c->sink, items, n, !bp_ck_empty(c));
+			i = -1;		/* strict priority: rescan from band 0 */
+		}
+	}
+}
+
+/* The owner word as in prio_bands.c: acq_rel RMWs only. */
+static bool bp_ck_try_own(struct bp_ck *c)
+{
+	uint32_t s = atomic_load_explicit(&c->state, memory_order_relaxed);
+
+	while (!atomic_compare_exchange_weak_explicit(&c->state, &s,
+				s ? (s | BP_MISSED) : BP_OWNER,
+				memory_order_acq_rel, memory_order_relaxed))
+		;
+	return s == 0;
+}
+
+static bool bp_ck_release(struct bp_ck *c)
+{
+	uint32_t s = BP_OWNER;
+
+	if (atomic_compare_exchange_strong_explicit(&c->state, &s, 0,
+						    memory_order_release,
+						    memory_order_relaxed))
+		return true;
+	atomic_exchange_explicit(&c->state, BP_OWNER, memory_order_acquire);
+	return false;
+}
+
+static void bp_ck_run(struct bp_ck *c)
+{
+	do
+		bp_ck_drain(c);
+	while (!bp_ck_release(c));
+}
+
+static int bp_ck_send(void *q, void *item, unsigned int prio)
+{
+	struct bp_ck *c = q;
+	unsigned int band = qps_prio_band(prio);
+	uint32_t idle = 0;
+
+	if (atomic_load_explicit(&c->state, memory_order_relaxed) == 0 &&
+	    atomic_compare_exchange_strong_explicit(&c->state, &idle, BP_OWNER,
+						    memory_order_acquire,
+						    memory_order_relaxed)) {
+		if (bp_ck_empty(c)) {
+			bp_post(c->sink, &item, 1, false);
+			if (bp_ck_release(c))
+				return 0;
+			bp_ck_run(c);
+			return 0;
+		}
+		if (!ck_ring_enqueue_mpmc(&c->ring[band], c->buf[band], item)) {
+			bp_ck_run(c);
+			return -EAGAIN;
+		}
+		bp_ck_run(c);
+		return 0;
+	}
+	if (!ck_ring_enqueue_mpmc(&c->ring[band], c->buf[band], item))
+		return -EAGAIN;
+	if (bp_ck_try_own(c))
+		bp_ck_run(c);
+	return 0;
+}
+
+static int bp_ck_flush(void *q)
+{
+	struct bp_ck *c = q;
+
+	if (bp_ck_try_own(c))
+		bp_ck_run(c);
+	return 0;
+}
+
+static void bp_ck_destroy(void *q)
+{
+	struct bp_ck *c = q;
+	int i;
+
+	for (i = 0; i < QPS_PRIO_BANDS; i++)
+		free(c->buf[i]);
+	free(c);
+}
+#endif /* QPS_HAVE_CK */
+
+static const struct bp_impl bp_impls[] = {
+	{ "qpsock", bp_qps_create, bp_qps_send, bp_qps_flush, bp_qps_destroy },
+	{ "mutex", bp_mtx_create, bp_mtx_send, bp_mtx_flush, bp_mtx_destroy },
+#ifdef QPS_HAVE_CK
+	{ "ck_ring", bp_ck_create, bp_ck_send, bp_ck_flush, bp_ck_destroy },
+#endif
+};
+#define BP_NIMPL (sizeof(bp_impls) / sizeof(bp_impls[0]))
+
+/* ---- driver ---------------------------------------------------------- */
+
+struct bp_run {
+	const struct bp_impl *impl;
+	void *q;
+	pthread_barrier_t start;
+	_Atomic bool stop;
+};
+
+struct bp_thread {
+	struct bp_run *run;
+	unsigned int id;
+	uint64_t sent;
+	uint64_t full;
+};
+
+static double bp_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *bp_producer(void *arg)
+{
+	struct bp_thread *t = arg;
+	struct bp_run *r = t->run;
+	int (*send)(void *, void *, unsigned int) = r->impl->send;
+	uint64_t seq = 0;
+	cpu_set_t set;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned int i;
+
+	if (ncpu > 1) {
+		CPU_ZERO(&set);
+		CPU_SET(t->id % (unsigned int)ncpu, &set);
+		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	pthread_barrier_wait(&r->start);
+	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
+		for (i = 0; i < BP_SEND_BATCH; i++, seq++) {
+			/* Any non-NULL pointer will do: the sink never
+			 * dereferences it. */
+			void *item = (void *)(uintptr_t)(seq * 2 + 2);
+
+			/* Band full: the transmitter is behind (or was
+			 * descheduled); give it the CPU. */
+			while (send(r->q, item, (unsigned int)(seq & 15)) ==
+			       -EAGAIN) {
+				t->full++;
+				sched_yield();
+			}
+		}
+	}
+	t->sent = seq;
+	return NULL;
+}
+
+/* One measurement; returns messages per second or -errno. */
+static double bp_measure(const struct bp_impl *impl, unsigned int producers,
+			 unsigned int ms, uint32_t depth, uint32_t burst)
+{
+	struct bp_thread th[BP_MAX_PRODUCERS];
+	pthread_t tid[BP_MAX_PRODUCERS];
+	struct bp_sink sink = { 0 };
+	struct timespec d = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	struct bp_run r = { .impl = impl };
+	uint64_t sent = 0;
+	double t0, t1;
+	unsigned int i;
+	int ret;
+
+	ret = impl->create(depth, burst, &sink, &r.q);
+	if (ret < 0)
+		return ret;
+	pthread_barrier_init(&r.start, NULL, producers + 1);
+	for (i = 0; i < producers; i++) {
+		th[i] = (struct bp_thread){ .run = &r, .id = i };
+		pthread_create(&tid[i], NULL, bp_producer, &th[i]);
+	}
+	pthread_barrier_wait(&r.start);
+	t0 = bp_now();
+	nanosleep(&d, NULL);
+	atomic_store(&r.stop, true);
+	for (i = 0; i < producers; i++) {
+		pthread_join(tid[i], NULL);
+		sent += th[i].sent;
+	}
+	t1 = bp_now();
+	impl->flush(r.q);
+	pthread_barrier_destroy(&r.start);
+	impl->destroy(r.q);
+	if (sink.posted != sent) {
+		fprintf(stderr, "prio: %s lost messages: sent %llu posted %llu\n",
+			impl->name, (unsigned long long)sent,
+			(unsigned long long)sink.posted);
+		return -EIO;
+	}
+	return (double)sink.posted / (t1 - t0);
+}
+
+static int bp_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void bp_usage(FILE *f)
+{
+	fprintf(f, "usage: qps_bench prio [--json] [--ms N] [--rounds N] "
+		   "[--depth N] [--burst N]\n");
+}
+
+int qps_bench_prio(int argc, char **argv)
+{
+	unsigned int ms = 400, rounds = 3, p, k, i;
+	uint32_t depth = 1024, burst = QPS_PRIO_DEFAULT_BURST;
+	double res[3][BP_MAX_PRODUCERS][16], med[3][BP_MAX_PRODUCERS];
+	bool json = false;
+	int a;
+
+	for (a = 1; a < argc; a++) {
+		if (!strcmp(argv[a], "--json")) {
+			json = true;
+		} else if (a + 1 < argc && !strcmp(argv[a], "--ms")) {
+			ms = (unsigned int)strtoul(argv[++a], NULL, 0);
+		} else if (a + 1 < argc && !strcmp(argv[a], "--rounds")) {
+			rounds = (unsigned int)strtoul(argv[++a], NULL, 0);
+		} else if (a + 1 < argc && !strcmp(argv[a], "--depth")) {
+			depth = (uint32_t)strtoul(argv[++a], NULL, 0);
+		} else if (a + 1 < argc && !strcmp(argv[a], "--burst")) {
+			burst = (uint32_t)strtoul(argv[++a], NULL, 0);
+		} else {
+			bp_usage(stderr);
+			return 2;
+		}
+	}
+	if (!ms || ms > 5000 || !rounds || rounds > 16 || depth < 2 ||
+	    (depth & (depth - 1)) || !burst || burst > QPS_PRIO_BURST_MAX) {
+		bp_usage(stderr);
+		return 2;
+	}
+#ifndef QPS_HAVE_CK
+	fprintf(json ? stderr : stdout,
+		"prio: built without libck-dev: no ck_ring peer\n");
+#endif
+	/* Interleaved rounds, so drift on a shared machine hits all cases. */
+	for (k = 0; k < rounds; k++)
+		for (p = 1; p <= BP_MAX_PRODUCERS; p++)
+			for (i = 0; i < BP_NIMPL; i++) {
+				res[i][p - 1][k] = bp_measure(&bp_impls[i], p,
+							      ms, depth, burst);
+				if (res[i][p - 1][k] < 0)
+					return 1;
+			}
+	for (i = 0; i < BP_NIMPL; i++)
+		for (p = 1; p <= BP_MAX_PRODUCERS; p++) {
+			qsort(res[i][p - 1], rounds, sizeof(double), bp_cmp);
+			med[i][p - 1] = res[i][p - 1][rounds / 2];
+			if (json)
+				printf("{\"impl\": \"%s\", \"producers\": %u, "
+				       "\"msgs_per_sec\": %.0f}\n",
+				       bp_impls[i].name, p, med[i][p - 1]);
+			else
+				printf("%-8s producers %u  %12.0f msgs/s\n",
+				       bp_impls[i].name, p, med[i][p - 1]);
+		}
+	if (json) {
+		printf("{\"ratios\": {\"qpsock_vs_mutex_1p\": %.2f, "
+		       "\"qpsock_vs_mutex_2p\": %.2f",
+		       med[0][0] / med[1][0], med[0][1] / med[1][1]);
+		if (BP_NIMPL > 2)
+			printf(", \"qpsock_vs_ck_ring_1p\": %.2f, "
+			       "\"qpsock_vs_ck_ring_2p\": %.2f",
+			       med[0][0] / med[BP_NIMPL - 1][0],
+			       med[0][1] / med[BP_NIMPL - 1][1]);
+		printf("}, \"ck_ring\": %s, \"ms\": %u, \"rounds\": %u, "
+		       "\"depth\": %u, \"burst\": %u}\n",
+		       BP_NIMPL > 2 ? "true" : "false", ms, rounds, depth,
+		       burst);
+	} else {
+		printf("qpsock/mutex: 1p %.2fx, 2p %.2fx", med[0][0] / med[1][0],
+		       med[0][1] / med[1][1]);
+		if (BP_NIMPL > 2)
+			printf("; qpsock/ck_ring: 1p %.2fx, 2p %.2fx",
+			       med[0][0] / med[BP_NIMPL - 1][0],
+			       med[0][1] / med[BP_NIMPL - 1][1]);
+		printf("\n");
+	}
+	return 0;
+}
