@@ -273,7 +273,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	int tmo = ECHO_POLL_MS, ret, i;
 	unsigned long long bad = 0;
-	char a[INET_ADDRSTRLEN];
+	char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
 
 	if (parse(argc, argv, &o) < 0)
 		return usage(stderr);
@@ -308,7 +308,7 @@ int main(int argc, char **argv)
 	printf("qps_echo: %s/%s %s:%u%s%s, %s\n", info.provider, info.dev,
 	       inet_ntop(AF_INET, &info.addr, a, sizeof(a)), o.port,
 	       o.group_set ? " + group " : "",
-	       o.group_set ? inet_ntop(AF_INET, &o.group, a, sizeof(a)) : "",
+	       o.group_set ? inet_ntop(AF_INET, &o.group, g, sizeof(g)) : "",
 	       o.busy ? "busy-polling" : "sleeping in qps_recvfrom");
 	fflush(stdout);
 

@@ -17,10 +17,11 @@
  *    commits.
  *  - The consumer never writes a cell. A ring that marks cells empty
  *    (ptr_ring's NULL) makes the consumer write the very cache lines the
- *    producers are filling; measured here that halved throughput with two
- *    producers. The cell's position word tells a fresh cell from the
- *    previous lap's, so nothing needs clearing; the price is a 16-byte cell
- *    instead of 8, and the 32-bit tag rides in the padding.
+ *    producers are filling, so each such line changes hands twice per lap
+ *    instead of once (ptr_ring batches its zeroing to soften that). The
+ *    cell's position word tells a fresh cell from the previous lap's, so
+ *    nothing needs clearing; the price is a 16-byte cell instead of 8, and
+ *    the 32-bit tag rides in the padding.
  *  - Free space is head - cons against the capacity. Producers read the
  *    consumer's index through a copy on their own cache line (cons_cache)
  *    and touch the consumer's line only when that copy says "full", so in
@@ -214,6 +215,18 @@ static inline uint32_t qps_mpsc_peek(struct qps_mpsc *r, void **items,
 						      memory_order_relaxed);
 	}
 	return i;
+}
+
+/* qps_mpsc_ready - consumer: whether the item @k places after the head
+ * is published, i.e. a peek would return it now (k < capacity). */
+static inline bool qps_mpsc_ready(struct qps_mpsc *r, uint32_t k)
+{
+	uint64_t c = atomic_load_explicit(&r->cons, memory_order_relaxed) + k;
+
+	/* Acquire: pairs with the publish, as in qps_mpsc_peek(). */
+	return k < r->cap &&
+	       atomic_load_explicit(&r->cells[c & r->mask].seq,
+				    memory_order_acquire) == (uint32_t)c;
 }
 
 /* qps_mpsc_consume - consumer: remove @n items that qps_mpsc_peek() just

@@ -168,6 +168,24 @@ static void qps_prio_stall(struct qps_prio *b, int ret)
 }
 
 /*
+ * The doorbell hint: after these @n items of @band, is another published
+ * item waiting? Published, not merely claimed: a "more" that no post
+ * follows would leave the doorbell code waiting for one. Reads the cells
+ * the next peek reads anyway, not the producers' head lines.
+ */
+static bool qps_prio_more(struct qps_prio *b, int band, uint32_t n)
+{
+	int i;
+
+	if (qps_mpsc_ready(&b->ring[band], n))
+		return true;
+	for (i = 0; i < QPS_PRIO_BANDS; i++)
+		if (i != band && qps_mpsc_ready(&b->ring[i], 0))
+			return true;
+	return false;
+}
+
+/*
  * Owner: post bursts, highest band first, re-choosing the band after every
  * burst (strict priority), until the bands are empty, the transmitter is
  * paused, or a post takes fewer items than offered. A cell claimed but not
@@ -192,7 +210,7 @@ static uint32_t qps_prio_drain(struct qps_prio *b)
 		}
 		if (band == QPS_PRIO_BANDS)
 			return total;
-		more = (uint32_t)qps_prio_pending(b) > n;
+		more = qps_prio_more(b, band, n);
 		ret = b->post(b->arg, items, n, more);
 		qps_prio_add(&b->bursts, 1);
 		k = ret < 0 ? 0 : (uint32_t)ret > n ? n : (uint32_t)ret;
@@ -266,7 +284,8 @@ static uint32_t qps_prio_run(struct qps_prio *b)
  * One owner-written flag instead of six index loads keeps a lone sender's
  * path short.
  */
-static bool qps_prio_bypass(struct qps_prio *b, int band, void *item)
+static inline __attribute__((always_inline)) bool
+qps_prio_bypass(struct qps_prio *b, int band, void *item)
 {
 	int ret;
 

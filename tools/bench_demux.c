@@ -608,7 +608,7 @@ static int bd_usage(void)
 int qps_bench_demux(int argc, char **argv)
 {
 	uint32_t pkts = 32 * 2048, iters = 10000;
-	int json = 0, rounds = 9, pingpong = 1, i, ret;
+	int json = 0, rounds = 15, pingpong = 1, i, ret;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))

@@ -8,6 +8,8 @@
 #   measured. Variants, interleaved for --rounds rounds, medians reported:
 #     qps1     qpsock, one send per doorbell (post list 1)
 #     qps32    qpsock, QPS_MSG_MORE bursts of 32 (post list 32)
+#     raw1, raw32  the provider alone (prebuilt WR chains of 1 or 32 per
+#              post_send): how much of the cost is the core's
 #     mmsg32   kernel UDP sendmmsg(), 32 datagrams per call
 #     trafgen  netsniff-ng's trafgen (AF_PACKET TX ring), one CPU
 #   Ping-pong, 64-byte sockperf messages, half round trip:
@@ -82,6 +84,10 @@ tx_qps() {
 	inA "$bench" packet tx-qps --dev "$VA" --dst 10.77.0.99 --batch "$1" \
 		--secs "$secs" | field pps
 }
+tx_raw() {
+	inA "$bench" packet tx-raw --dev "$VA" --dst 10.77.0.99 --batch "$1" \
+		--secs "$secs" | field pps
+}
 tx_mmsg() {
 	inA "$bench" packet tx-mmsg --dst 10.77.0.99 --batch 32 --secs "$secs" |
 		field pps
@@ -104,11 +110,13 @@ tx_trafgen() {
 }
 
 declare -A res
-variants=(qps1 qps32 mmsg32)
+variants=(qps1 qps32 raw1 raw32 mmsg32)
 [[ $have_trafgen -eq 1 ]] && variants+=(trafgen)
 for ((r = 0; r < rounds; r++)); do
 	res[qps1]+="$(tx_qps 1) "
 	res[qps32]+="$(tx_qps 32) "
+	res[raw1]+="$(tx_raw 1) "
+	res[raw32]+="$(tx_raw 32) "
 	res[mmsg32]+="$(tx_mmsg) "
 	[[ $have_trafgen -eq 1 ]] && res[trafgen]+="$(tx_trafgen) "
 done
@@ -153,6 +161,7 @@ pids=()
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "null" }'; }
 r_batch=$(ratio "${med[qps32]}" "${med[qps1]}")
+r_raw=$(ratio "${med[raw32]}" "${med[raw1]}")
 r_mmsg=$(ratio "${med[qps32]}" "${med[mmsg32]}")
 r_tg=$(ratio "${med[qps32]}" "${med[trafgen]:-0}")
 r_lat=$(ratio "$qps_avg" "$sp_avg")
@@ -166,8 +175,8 @@ if [[ $json -eq 1 ]]; then
 	done
 	printf '{"bench":"packet","case":"pingpong","size":64,"qps_half_rtt_avg_us":%s,"qps_half_rtt_p50_us":%s,"sockperf_avg_us":%s,"sockperf_p50_us":%s,"sockperf_to_qps_echo_avg_us":%s}\n' \
 		"${qps_avg:-0}" "${qps_p50:-0}" "$sp_avg" "$sp_p50" "$spq_avg"
-	printf '{"bench":"packet","ratios":{"qps32_over_qps1":%s,"qps32_over_sendmmsg32":%s,"qps32_over_trafgen":%s,"qps_over_sockperf_half_rtt_avg":%s,"qps_over_sockperf_half_rtt_p50":%s}}\n' \
-		"$r_batch" "$r_mmsg" "$r_tg" "$r_lat" "$r_lat50"
+	printf '{"bench":"packet","ratios":{"qps32_over_qps1":%s,"raw32_over_raw1":%s,"qps32_over_sendmmsg32":%s,"qps32_over_trafgen":%s,"qps_over_sockperf_half_rtt_avg":%s,"qps_over_sockperf_half_rtt_p50":%s}}\n' \
+		"$r_batch" "$r_raw" "$r_mmsg" "$r_tg" "$r_lat" "$r_lat50"
 	exit 0
 fi
 echo "packet provider on veth, 64-byte payloads, TX only (peer drops at L2),"
@@ -179,6 +188,7 @@ echo "ping-pong, 64 bytes, half round trip (us):"
 printf '  qpsock pp -> qps_echo -B    avg %s  p50 %s\n' "$qps_avg" "$qps_p50"
 printf '  sockperf pp -> sockperf sr  avg %s  p50 %s\n' "$sp_avg" "$sp_p50"
 printf '  sockperf pp -> qps_echo -B  avg %s\n' "$spq_avg"
-echo "ratios: qps32/qps1 $r_batch (target >= 3), qps32/sendmmsg32 $r_mmsg" \
+echo "ratios: qps32/qps1 $r_batch (target >= 3; provider alone $r_raw)," \
+	"qps32/sendmmsg32 $r_mmsg" \
 	"(>= 1.2), qps32/trafgen $r_tg (>= 0.9), qps/sockperf half-RTT avg" \
 	"$r_lat p50 $r_lat50 (<= 0.8)"

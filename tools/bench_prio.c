@@ -9,7 +9,8 @@
  *   ck_ring  the same owner protocol and bypass over three Concurrency Kit
  *            MPMC rings (ck_ring_enqueue_mpmc / ck_ring_dequeue_mpmc)
  * Every producer cycles through the 16 priorities. Rounds are interleaved
- * and the median of each case is reported; the last line gives the ratios.
+ * and the median of each case is reported, with the producers' share of a
+ * CPU; the last line gives the median of the per-round ratios.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -353,13 +354,18 @@ struct bp_thread {
 	unsigned int id;
 	uint64_t sent;
 	uint64_t full;
+	double cpu;		/* seconds on a CPU while sending */
 };
 
-static double bp_now(void)
+/* --pin: producer i on CPU i. Off by default: on a machine shared with
+ * other work the scheduler places the threads better than a fixed pin. */
+static bool bp_pin;
+
+static double bp_clock(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -373,12 +379,13 @@ static void *bp_producer(void *arg)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned int i;
 
-	if (ncpu > 1) {
+	if (bp_pin && ncpu > 1) {
 		CPU_ZERO(&set);
 		CPU_SET(t->id % (unsigned int)ncpu, &set);
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	}
 	pthread_barrier_wait(&r->start);
+	t->cpu = bp_clock(CLOCK_THREAD_CPUTIME_ID);
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
 		for (i = 0; i < BP_SEND_BATCH; i++, seq++) {
 			/* Any non-NULL pointer will do: the sink never
@@ -395,12 +402,19 @@ static void *bp_producer(void *arg)
 		}
 	}
 	t->sent = seq;
+	t->cpu = bp_clock(CLOCK_THREAD_CPUTIME_ID) - t->cpu;
 	return NULL;
 }
 
-/* One measurement; returns messages per second or -errno. */
+/*
+ * One measurement: messages per second, or -errno; *cpu receives the
+ * producers' average share of a CPU. Below about 0.9 with 2 producers
+ * they did not run side by side (other load), so the case measured time
+ * slicing rather than contention.
+ */
 static double bp_measure(const struct bp_impl *impl, unsigned int producers,
-			 unsigned int ms, uint32_t depth, uint32_t burst)
+			 unsigned int ms, uint32_t depth, uint32_t burst,
+			 double *cpu)
 {
 	struct bp_thread th[BP_MAX_PRODUCERS];
 	pthread_t tid[BP_MAX_PRODUCERS];
@@ -408,7 +422,7 @@ static double bp_measure(const struct bp_impl *impl, unsigned int producers,
 	struct timespec d = { ms / 1000, (long)(ms % 1000) * 1000000 };
 	struct bp_run r = { .impl = impl };
 	uint64_t sent = 0;
-	double t0, t1;
+	double t0, t1, busy = 0;
 	unsigned int i;
 	int ret;
 
@@ -421,14 +435,16 @@ static double bp_measure(const struct bp_impl *impl, unsigned int producers,
 		pthread_create(&tid[i], NULL, bp_producer, &th[i]);
 	}
 	pthread_barrier_wait(&r.start);
-	t0 = bp_now();
+	t0 = bp_clock(CLOCK_MONOTONIC);
 	nanosleep(&d, NULL);
 	atomic_store(&r.stop, true);
 	for (i = 0; i < producers; i++) {
 		pthread_join(tid[i], NULL);
 		sent += th[i].sent;
+		busy += th[i].cpu;
 	}
-	t1 = bp_now();
+	t1 = bp_clock(CLOCK_MONOTONIC);
+	*cpu = busy / producers / (t1 - t0);
 	impl->flush(r.q);
 	pthread_barrier_destroy(&r.start);
 	impl->destroy(r.q);
@@ -448,23 +464,48 @@ static int bp_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static double bp_median(double *v, unsigned int n)
+{
+	qsort(v, n, sizeof(*v), bp_cmp);
+	return v[n / 2];
+}
+
 static void bp_usage(FILE *f)
 {
 	fprintf(f, "usage: qps_bench prio [--json] [--ms N] [--rounds N] "
-		   "[--depth N] [--burst N]\n");
+		   "[--depth N] [--burst N] [--pin]\n");
+}
+
+#define BP_ROUNDS_MAX 16
+
+/* Median over the rounds of qpsock / impl @i with @p producers, each
+ * ratio taken within one round. */
+static double bp_ratio(double res[][BP_MAX_PRODUCERS][BP_ROUNDS_MAX],
+		       unsigned int i, unsigned int p, unsigned int rounds)
+{
+	double r[BP_ROUNDS_MAX];
+	unsigned int k;
+
+	for (k = 0; k < rounds; k++)
+		r[k] = res[0][p][k] / res[i][p][k];
+	return bp_median(r, rounds);
 }
 
 int qps_bench_prio(int argc, char **argv)
 {
-	unsigned int ms = 400, rounds = 3, p, k, i;
+	double res[3][BP_MAX_PRODUCERS][BP_ROUNDS_MAX];
+	double cpu[3][BP_MAX_PRODUCERS][BP_ROUNDS_MAX], tmp[BP_ROUNDS_MAX];
+	unsigned int ms = 400, rounds = 3, p, k, i, ck = BP_NIMPL - 1;
 	uint32_t depth = 1024, burst = QPS_PRIO_DEFAULT_BURST;
-	double res[3][BP_MAX_PRODUCERS][16], med[3][BP_MAX_PRODUCERS];
 	bool json = false;
+	double rate, share;
 	int a;
 
 	for (a = 1; a < argc; a++) {
 		if (!strcmp(argv[a], "--json")) {
 			json = true;
+		} else if (!strcmp(argv[a], "--pin")) {
+			bp_pin = true;
 		} else if (a + 1 < argc && !strcmp(argv[a], "--ms")) {
 			ms = (unsigned int)strtoul(argv[++a], NULL, 0);
 		} else if (a + 1 < argc && !strcmp(argv[a], "--rounds")) {
@@ -478,8 +519,9 @@ int qps_bench_prio(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!ms || ms > 5000 || !rounds || rounds > 16 || depth < 2 ||
-	    (depth & (depth - 1)) || !burst || burst > QPS_PRIO_BURST_MAX) {
+	if (!ms || ms > 5000 || !rounds || rounds > BP_ROUNDS_MAX ||
+	    depth < 2 || (depth & (depth - 1)) || !burst ||
+	    burst > QPS_PRIO_BURST_MAX) {
 		bp_usage(stderr);
 		return 2;
 	}
@@ -489,46 +531,51 @@ int qps_bench_prio(int argc, char **argv)
 #endif
 	/* Interleaved rounds, so drift on a shared machine hits all cases. */
 	for (k = 0; k < rounds; k++)
-		for (p = 1; p <= BP_MAX_PRODUCERS; p++)
+		for (p = 0; p < BP_MAX_PRODUCERS; p++)
 			for (i = 0; i < BP_NIMPL; i++) {
-				res[i][p - 1][k] = bp_measure(&bp_impls[i], p,
-							      ms, depth, burst);
-				if (res[i][p - 1][k] < 0)
+				res[i][p][k] = bp_measure(&bp_impls[i], p + 1,
+							  ms, depth, burst,
+							  &cpu[i][p][k]);
+				if (res[i][p][k] < 0)
 					return 1;
 			}
 	for (i = 0; i < BP_NIMPL; i++)
-		for (p = 1; p <= BP_MAX_PRODUCERS; p++) {
-			qsort(res[i][p - 1], rounds, sizeof(double), bp_cmp);
-			med[i][p - 1] = res[i][p - 1][rounds / 2];
+		for (p = 0; p < BP_MAX_PRODUCERS; p++) {
+			memcpy(tmp, res[i][p], sizeof(tmp));
+			rate = bp_median(tmp, rounds);
+			memcpy(tmp, cpu[i][p], sizeof(tmp));
+			share = bp_median(tmp, rounds);
 			if (json)
 				printf("{\"impl\": \"%s\", \"producers\": %u, "
-				       "\"msgs_per_sec\": %.0f}\n",
-				       bp_impls[i].name, p, med[i][p - 1]);
+				       "\"msgs_per_sec\": %.0f, "
+				       "\"cpu_per_producer\": %.2f}\n",
+				       bp_impls[i].name, p + 1, rate, share);
 			else
-				printf("%-8s producers %u  %12.0f msgs/s\n",
-				       bp_impls[i].name, p, med[i][p - 1]);
+				printf("%-8s producers %u  %12.0f msgs/s  "
+				       "cpu/producer %.2f\n", bp_impls[i].name,
+				       p + 1, rate, share);
 		}
 	if (json) {
 		printf("{\"ratios\": {\"qpsock_vs_mutex_1p\": %.2f, "
 		       "\"qpsock_vs_mutex_2p\": %.2f",
-		       med[0][0] / med[1][0], med[0][1] / med[1][1]);
+		       bp_ratio(res, 1, 0, rounds), bp_ratio(res, 1, 1, rounds));
 		if (BP_NIMPL > 2)
 			printf(", \"qpsock_vs_ck_ring_1p\": %.2f, "
 			       "\"qpsock_vs_ck_ring_2p\": %.2f",
-			       med[0][0] / med[BP_NIMPL - 1][0],
-			       med[0][1] / med[BP_NIMPL - 1][1]);
+			       bp_ratio(res, ck, 0, rounds),
+			       bp_ratio(res, ck, 1, rounds));
 		printf("}, \"ck_ring\": %s, \"ms\": %u, \"rounds\": %u, "
 		       "\"depth\": %u, \"burst\": %u}\n",
 		       BP_NIMPL > 2 ? "true" : "false", ms, rounds, depth,
 		       burst);
 	} else {
-		printf("qpsock/mutex: 1p %.2fx, 2p %.2fx", med[0][0] / med[1][0],
-		       med[0][1] / med[1][1]);
+		printf("qpsock/mutex: 1p %.2fx, 2p %.2fx",
+		       bp_ratio(res, 1, 0, rounds), bp_ratio(res, 1, 1, rounds));
 		if (BP_NIMPL > 2)
 			printf("; qpsock/ck_ring: 1p %.2fx, 2p %.2fx",
-			       med[0][0] / med[BP_NIMPL - 1][0],
-			       med[0][1] / med[BP_NIMPL - 1][1]);
-		printf("\n");
+			       bp_ratio(res, ck, 0, rounds),
+			       bp_ratio(res, ck, 1, rounds));
+		printf(" (median of per-round ratios)\n");
 	}
 	return 0;
 }

@@ -14,7 +14,9 @@ set -euo pipefail
 # cmake, pkg-config: configure; libibverbs-dev (+ mlx4dv.h), rdma-core,
 # ibverbs-providers (libmlx4): verbs and the mlx4 direct path;
 # libnl-*-dev: route resolution; libcunit1-dev: tests; iproute2: ip(8);
-# libck-dev: Concurrency Kit's ck_ring, a peer in qps_bench prio.
+# libck-dev: Concurrency Kit's ck_ring, a peer in qps_bench prio;
+# sockperf, procps (sysctl): test_packet's kernel peer and namespace set-up;
+# netsniff-ng: trafgen, a peer in tools/bench_packet.sh.
 PKGS=(
 	build-essential
 	cmake
@@ -27,6 +29,9 @@ PKGS=(
 	libcunit1-dev
 	iproute2
 	libck-dev
+	sockperf
+	procps
+	netsniff-ng
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then

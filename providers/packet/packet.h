@@ -177,6 +177,7 @@ struct qps_packet_route {
 	pthread_mutex_t lock;		/* everything below but gen, next_ns */
 	struct nl_sock *cmd;		/* queries, blocking */
 	struct nl_sock *ev;		/* events, non-blocking */
+	struct nl_cb *ev_cb;		/* their handler */
 	uint64_t gen;			/* atomic */
 	uint64_t next_ns;		/* atomic: next event drain */
 	struct qps_packet_nh nh[QPS_PACKET_NH_SLOTS];

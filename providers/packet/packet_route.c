@@ -208,26 +208,17 @@ static int ev_seq_ok(struct nl_msg *msg, void *arg)
 static void drain_events(struct qps_packet_dev *dev)
 {
 	struct qps_packet_route *r = &dev->route;
-	struct nl_cb *cb;
 	int n;
 
-	if (!r->ev)
+	if (!r->ev || !r->ev_cb)
 		return;
-	cb = nl_cb_alloc(NL_CB_DEFAULT);
-	if (!cb) {
-		reset_all(dev);
-		return;
-	}
-	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, ev_cb, dev);
-	nl_cb_set(cb, NL_CB_SEQ_CHECK, NL_CB_CUSTOM, ev_seq_ok, NULL);
 	do {
-		n = nl_recvmsgs_report(r->ev, cb);
+		n = nl_recvmsgs_report(r->ev, r->ev_cb);
 	} while (n > 0);
 	/* Anything but "nothing left" (an overrun above all) may have lost
 	 * an event: assume everything changed. */
 	if (n < 0 && n != -NLE_AGAIN)
 		reset_all(dev);
-	nl_cb_put(cb);
 }
 
 int qps_packet_route_open(struct qps_packet_dev *dev)
@@ -242,8 +233,11 @@ int qps_packet_route_open(struct qps_packet_dev *dev)
 		r->resolve_ms = (uint32_t)strtoul(env, NULL, 10);
 	r->cmd = nl_socket_alloc();
 	r->ev = nl_socket_alloc();
-	if (!r->cmd || !r->ev)
+	r->ev_cb = nl_cb_alloc(NL_CB_DEFAULT);
+	if (!r->cmd || !r->ev || !r->ev_cb)
 		return -ENOMEM;
+	nl_cb_set(r->ev_cb, NL_CB_VALID, NL_CB_CUSTOM, ev_cb, dev);
+	nl_cb_set(r->ev_cb, NL_CB_SEQ_CHECK, NL_CB_CUSTOM, ev_seq_ok, NULL);
 	/* Queries read exactly their reply; only the trigger asks for an
 	 * acknowledgement. */
 	nl_socket_disable_auto_ack(r->cmd);
@@ -270,7 +264,10 @@ void qps_packet_route_close(struct qps_packet_dev *dev)
 		nl_socket_free(dev->route.cmd);
 	if (dev->route.ev)
 		nl_socket_free(dev->route.ev);
+	if (dev->route.ev_cb)
+		nl_cb_put(dev->route.ev_cb);
 	dev->route.cmd = dev->route.ev = NULL;
+	dev->route.ev_cb = NULL;
 }
 
 /* Lock-free, called on every send: drains events once per period. */
