@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Context lifetime: open the device through its provider, create the QP
- * with its send and receive CQs, install the port's steering rules, and set
- * up the send slots, receive buffers and endpoint table.
+ * Context lifetime: open the device through its provider, create the
+ * receive CQ and the send queues (sq.c: send QP 0 is also the receive QP),
+ * the send-QP selector, install the port's steering rules, and set up the
+ * receive buffers and endpoint table.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "qps_int.h"
+#include "sq.h"
+
+_Static_assert(QPS_TX_POLICY_HASH == (int)QPS_TXQ_POLICY_HASH &&
+	       QPS_TX_POLICY_CPU == (int)QPS_TXQ_POLICY_CPU &&
+	       QPS_TX_POLICY_THREAD == (int)QPS_TXQ_POLICY_THREAD,
+	       "public and internal pick policies agree");
 
 static const char *qps_pick_provider(const struct qps_ctx_attr *attr)
 {
@@ -85,6 +91,42 @@ static int qps_ctx_db_delay(struct qps_ctx *ctx,
 	return 0;
 }
 
+static bool qps_pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+/* Send QPs, pick policy and flow table size; the selector itself is
+ * created once the QPs exist. */
+static int qps_ctx_txq_attr(struct qps_ctx *ctx,
+			    const struct qps_ctx_attr *attr,
+			    struct qps_txq_attr *ta)
+{
+	memset(ta, 0, sizeof(*ta));
+	ta->nqp = (uint32_t)qps_txq_default_nqp();
+	ta->policy = QPS_TXQ_POLICY_HASH;
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_NUM_TXQ)) {
+		if (!qps_pow2(attr->num_txq) || attr->num_txq > QPS_MAX_TXQ)
+			return -EINVAL;
+		ta->nqp = attr->num_txq;
+	}
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_TXQ_POLICY)) {
+		if (attr->txq_policy >= QPS_TXQ_POLICY_MAX)
+			return -EINVAL;
+		ta->policy = (enum qps_txq_policy)attr->txq_policy;
+	}
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_TXQ_FLOWS)) {
+		if (!qps_pow2(attr->txq_flows) ||
+		    attr->txq_flows > QPS_TXQ_MAX_FLOWS)
+			return -EINVAL;
+		ta->flow_entries = attr->txq_flows;
+	}
+	if (ta->nqp > QPS_MAX_TXQ)
+		ta->nqp = QPS_MAX_TXQ;
+	ctx->nsq = ta->nqp;
+	return 0;
+}
+
 static int qps_ctx_flows(struct qps_ctx *ctx)
 {
 	uint8_t buf[QPS_FLOW_ATTR_MAX] __attribute__((aligned(8)));
@@ -121,17 +163,15 @@ static void qps_ctx_teardown(struct qps_ctx *ctx)
 	if (ctx->flow_ucast)
 		ops->destroy_flow(ctx->flow_ucast);
 	qps_rx_fini(ctx);
-	qps_tx_fini(ctx);
-	if (ctx->qp)
-		ops->destroy_qp(ctx->qp);
+	qps_db_fini(ctx);
+	qps_sqs_destroy(ctx);
 	if (ctx->rx_cq)
 		ops->destroy_cq(ctx->rx_cq);
-	if (ctx->tx_cq)
-		ops->destroy_cq(ctx->tx_cq);
+	if (ctx->txq)
+		qps_txq_destroy(ctx->txq);
 	if (ctx->dev)
 		ops->close(ctx->dev);
 	free(ctx->eps);
-	pthread_mutex_destroy(&ctx->tx_lock);
 	pthread_mutex_destroy(&ctx->rx_lock);
 	free(ctx);
 }
@@ -144,7 +184,12 @@ static int qps_ctx_open_dev(struct qps_ctx *ctx, const struct qps_ctx_attr *attr
 
 	ret = qps_provider_find(name, &ctx->ops);
 	if (ret < 0) {
-		qps_log_err("unknown provider '%s' (built: emu%s)", name,
+		qps_log_err("unknown provider '%s' (built: emu%s%s)", name,
+#ifdef QPS_HAVE_PACKET
+			    ", packet",
+#else
+			    "",
+#endif
 #ifdef QPS_HAVE_VERBS
 			    ", verbs"
 #else
@@ -170,28 +215,19 @@ static int qps_ctx_open_dev(struct qps_ctx *ctx, const struct qps_ctx_attr *attr
 	return ctx->ops->query(ctx->dev, &ctx->info);
 }
 
-static int qps_ctx_queues(struct qps_ctx *ctx)
+/* The receive CQ, the send queues (QP 0 receives too) and the selector
+ * that spreads datagrams over them. */
+static int qps_ctx_queues(struct qps_ctx *ctx, struct qps_txq_attr *ta)
 {
-	struct qps_qp_init_attr qa;
 	int ret;
 
-	ret = ctx->ops->create_cq(ctx->dev, ctx->tx_depth, &ctx->tx_cq);
+	ret = ctx->ops->create_cq(ctx->dev, (int)ctx->rx_depth, &ctx->rx_cq);
 	if (ret < 0)
 		return ret;
-	ret = ctx->ops->create_cq(ctx->dev, ctx->rx_depth, &ctx->rx_cq);
+	ret = qps_sqs_create(ctx);
 	if (ret < 0)
 		return ret;
-
-	memset(&qa, 0, sizeof(qa));
-	qa.qp_type = IBV_QPT_RAW_PACKET;
-	qa.send_cq = ctx->tx_cq;
-	qa.recv_cq = ctx->rx_cq;
-	qa.cap.max_send_wr = ctx->tx_depth;
-	qa.cap.max_recv_wr = ctx->rx_depth;
-	qa.cap.max_send_sge = 1;
-	qa.cap.max_recv_sge = 1;
-	qa.cap.max_inline_data = ctx->info.max_inline;
-	return ctx->ops->create_qp(ctx->dev, &qa, &ctx->qp);
+	return qps_txq_create(ta, &ctx->txq);
 }
 
 static int qps_ctx_eps(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
@@ -222,6 +258,7 @@ static int qps_ctx_eps(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 {
 	QPS_ERRNO_GUARD;
+	struct qps_txq_attr ta;
 	struct qps_ctx *ctx;
 	int ret;
 
@@ -237,7 +274,6 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	pthread_mutex_init(&ctx->tx_lock, NULL);
 	pthread_mutex_init(&ctx->rx_lock, NULL);
 	ctx->event_fd = -1;
 	ctx->eph_next = QPS_EPHEMERAL_LO + (getpid() % 1000);
@@ -249,6 +285,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 				attr ? attr->rx_depth : 0, &ctx->rx_depth);
 	if (!ret)
 		ret = qps_ctx_db_delay(ctx, attr);
+	if (!ret)
+		ret = qps_ctx_txq_attr(ctx, attr, &ta);
 	if (!ret)
 		ret = qps_ctx_eps(ctx, attr);
 	if (!ret)
@@ -267,10 +305,10 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	if (ctx->rx_depth > ctx->info.max_qp_wr)
 		ctx->rx_depth = ctx->info.max_qp_wr;
 
-	ret = qps_ctx_queues(ctx);
+	ret = qps_db_init(ctx);
 	if (ret < 0)
 		goto err;
-	ret = qps_tx_init(ctx);
+	ret = qps_ctx_queues(ctx, &ta);
 	if (ret < 0)
 		goto err;
 	ret = qps_rx_init(ctx);
@@ -282,7 +320,6 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 
 	ret = ctx->ops->get_event_fd(ctx->dev);
 	ctx->event_fd = ret >= 0 ? ret : -1;
-	ctx->ops->req_notify_cq(ctx->rx_cq);
 
 	*ctx_out = ctx;
 	return 0;
@@ -300,10 +337,7 @@ int qps_ctx_destroy(struct qps_ctx *ctx)
 		return ret;
 	qps_ep_release_all(ctx);
 	qps_db_stop(ctx);
-	pthread_mutex_lock(&ctx->tx_lock);
-	qps_db_ring_locked(ctx, QPS_TXF_CLOSE);
-	qps_tx_reap_locked(ctx);
-	pthread_mutex_unlock(&ctx->tx_lock);
+	qps_tx_poll(ctx, QPS_TXF_CLOSE);
 	qps_ctx_teardown(ctx);
 	return 0;
 }
@@ -316,10 +350,7 @@ int qps_ctx_progress(struct qps_ctx *ctx)
 
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&ctx->tx_lock);
-	qps_db_ring_locked(ctx, QPS_TXF_POLL);
-	n = qps_tx_reap_locked(ctx);
-	pthread_mutex_unlock(&ctx->tx_lock);
+	n = qps_tx_poll(ctx, QPS_TXF_POLL);
 	if (n < 0)
 		return n;
 
@@ -336,7 +367,14 @@ int qps_ctx_fd(struct qps_ctx *ctx)
 
 	if (ret < 0)
 		return ret;
-	return ctx->event_fd >= 0 ? ctx->event_fd : -EOPNOTSUPP;
+	if (ctx->event_fd < 0)
+		return -EOPNOTSUPP;
+	/* The application may now sleep on it: keep the CQ armed. */
+	pthread_mutex_lock(&ctx->rx_lock);
+	ctx->cq_arm_always = true;
+	qps_rx_arm_locked(ctx);
+	pthread_mutex_unlock(&ctx->rx_lock);
+	return ctx->event_fd;
 }
 
 int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)
@@ -360,6 +398,49 @@ int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)
 	return 0;
 }
 
+/* The send queues' counters, each read under its own lock. */
+static void qps_ctx_stats_sq(struct qps_ctx *ctx, struct qps_stats *all)
+{
+	struct qps_sq_stats s;
+	uint32_t i;
+
+	for (i = 0; i < ctx->nsq; i++) {
+		pthread_mutex_lock(&ctx->sq[i].lock);
+		s = ctx->sq[i].st;
+		pthread_mutex_unlock(&ctx->sq[i].lock);
+		all->tx_packets += s.packets;
+		all->tx_bytes += s.bytes;
+		all->tx_errors += s.errors;
+		all->tx_wqes += s.wqes;
+		all->tx_doorbells += s.doorbells;
+		all->tx_bf += s.bf;
+		all->tx_flush_send += s.flush[QPS_TXF_SEND];
+		all->tx_flush_explicit += s.flush[QPS_TXF_EXPLICIT];
+		all->tx_flush_poll += s.flush[QPS_TXF_POLL];
+		all->tx_flush_close += s.flush[QPS_TXF_CLOSE];
+		all->tx_flush_full += s.flush[QPS_TXF_FULL];
+		all->tx_flush_timer += s.flush[QPS_TXF_TIMER];
+	}
+}
+
+/* Send-QP selection: summed over its per-thread shards. */
+static void qps_ctx_stats_txq(struct qps_ctx *ctx, struct qps_stats *all)
+{
+	struct qps_txq_stats t;
+
+	all->tx_queues = ctx->nsq;
+	if (qps_txq_stats(ctx->txq, &t) < 0)
+		return;
+	all->txq_picks_cached = t.picks_cached;
+	all->txq_picks_computed = t.picks_computed;
+	all->txq_flows_new = t.flow_new;
+	all->txq_flow_moves = t.flow_moves;
+	all->txq_flow_deferred = t.flow_deferred;
+	all->txq_resets_connect = t.resets[QPS_TXQ_RESET_CONNECT];
+	all->txq_resets_route = t.resets[QPS_TXQ_RESET_ROUTE];
+	all->txq_resets_qp = t.resets[QPS_TXQ_RESET_QP];
+}
+
 int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
 {
 	QPS_ERRNO_GUARD;
@@ -372,11 +453,11 @@ int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
 	if (!st && size)
 		return -EFAULT;
 
-	pthread_mutex_lock(&ctx->tx_lock);
 	pthread_mutex_lock(&ctx->rx_lock);
 	all = ctx->st;
 	pthread_mutex_unlock(&ctx->rx_lock);
-	pthread_mutex_unlock(&ctx->tx_lock);
+	qps_ctx_stats_sq(ctx, &all);
+	qps_ctx_stats_txq(ctx, &all);
 
 	memset(&dc, 0, sizeof(dc));
 	if (ctx->ops->counters(ctx->dev, &dc) == 0) {

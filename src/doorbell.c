@@ -1,27 +1,27 @@
 // SPDX-License-Identifier: MIT
 /*
- * Doorbell postponement: when the send queue's doorbell is rung, and the
+ * Doorbell postponement: when a send queue's doorbell is rung, and the
  * bounded-delay flusher that keeps a postponed one from being stranded.
  *
  * The send path writes WQEs without a doorbell while more follows
  * (tx.c); qps_db_ring_locked() rings once for all of them and counts why.
- * A send call that returns with WQEs still unrung (QPS_MSG_MORE) arms the
- * flusher: a thread, started on first use, that sleeps on a condition
- * variable and rings what has waited db_delay_ns. When nothing is armed it
+ * A send call that returns with WQEs still unrung on a send queue
+ * (QPS_MSG_MORE) arms that queue for the flusher: one thread per context,
+ * started on first use, that sleeps on a condition variable and rings
+ * every queue whose WQEs have waited db_delay_ns. When no queue is armed it
  * lingers a few periods and then waits with no deadline; the call that
- * arms it next wakes it. A send that rings before returning (no MORE, or
- * the end of a batch) touches none of this.
+ * arms a queue next wakes it. A send that rings before returning (no MORE,
+ * or the end of a batch) touches none of this.
  */
 #define _GNU_SOURCE	/* pthread_setname_np */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "qps_int.h"
+#include "sq.h"
 
 /* Empty periods before the flusher waits without a deadline. */
 #define QPS_DB_LINGER 64
@@ -36,42 +36,32 @@ uint64_t qps_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static const size_t qps_db_cause_off[QPS_TXF_MAX] = {
-	[QPS_TXF_SEND] = offsetof(struct qps_stats, tx_flush_send),
-	[QPS_TXF_EXPLICIT] = offsetof(struct qps_stats, tx_flush_explicit),
-	[QPS_TXF_POLL] = offsetof(struct qps_stats, tx_flush_poll),
-	[QPS_TXF_CLOSE] = offsetof(struct qps_stats, tx_flush_close),
-	[QPS_TXF_FULL] = offsetof(struct qps_stats, tx_flush_full),
-	[QPS_TXF_TIMER] = offsetof(struct qps_stats, tx_flush_timer),
-};
-
 /*
- * Ring the doorbell for every WQE written since the last one. Returns
+ * Ring @sq's doorbell for every WQE written since the last one. Returns
  * how many it released (0 when none waited) or -errno (generic path: the
  * chain could not be posted and was counted in tx_errors).
  */
-int qps_db_ring_locked(struct qps_ctx *ctx, enum qps_txf cause)
+int qps_db_ring_locked(struct qps_sq *sq, enum qps_txf cause)
 {
-	uint32_t n = ctx->tx_unrung;
+	uint32_t n = sq->unrung;
 	int ret = 0;
 
 	if (!n)
 		return 0;
-	if (ctx->tx_path == QPS_TX_PATH_DIRECT) {
-		if (qps_sq_mlx4_ring(&ctx->sq) == QPS_SQ_RANG_BF)
-			ctx->st.tx_bf++;
-		ctx->st.tx_doorbells++;
+	if (sq->ctx->tx_path == QPS_TX_PATH_DIRECT) {
+		if (qps_sq_mlx4_ring(&sq->mlx4) == QPS_SQ_RANG_BF)
+			sq->st.bf++;
+		sq->st.doorbells++;
 	} else {
-		ret = qps_sq_generic_ring(ctx);
+		ret = qps_sq_generic_ring(sq);
 		if (ret > 0)
-			ctx->st.tx_doorbells += (uint64_t)ret;
+			sq->st.doorbells += (uint64_t)ret;
 	}
-	ctx->tx_unrung = 0;
-	(*(uint64_t *)(void *)((char *)&ctx->st +
-			       qps_db_cause_off[cause]))++;
+	sq->unrung = 0;
+	sq->st.flush[cause]++;
 	/* Relaxed: the flusher reads it as a hint and decides under
-	 * tx_lock, which we hold. */
-	__atomic_store_n(&ctx->db_armed, false, __ATOMIC_RELAXED);
+	 * sq->lock, which we hold. */
+	__atomic_store_n(&sq->db_armed, false, __ATOMIC_RELAXED);
 	return ret < 0 ? ret : (int)n;
 }
 
@@ -85,34 +75,64 @@ static void qps_db_wake(struct qps_db_timer *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* Is any send queue armed? Seq-cst: see the Dekker pair in qps_db_main. */
+static bool qps_db_any_armed(struct qps_ctx *ctx)
+{
+	uint32_t i;
+
+	for (i = 0; i < ctx->nsq; i++)
+		if (__atomic_load_n(&ctx->sq[i].db_armed, __ATOMIC_SEQ_CST))
+			return true;
+	return false;
+}
+
 /*
- * One look at the context: ring what is overdue. Returns when to look
- * next (monotonic ns), or 0 to wait for a wake-up.
+ * One look at @sq: ring it if its postponed doorbell is overdue. Returns
+ * when it is due next (monotonic ns), or 0 when it is not armed.
  */
-static uint64_t qps_db_check(struct qps_ctx *ctx, unsigned int *quiet)
+static uint64_t qps_db_check_sq(struct qps_sq *sq, uint64_t delay)
 {
 	uint64_t now = qps_now_ns(), since;
 
 	/* Acquire: pairs with the seq-cst store in qps_db_defer_locked(),
 	 * so db_since (stored before it) is this burst's. */
-	if (!__atomic_load_n(&ctx->db_armed, __ATOMIC_ACQUIRE)) {
-		if (++*quiet >= QPS_DB_LINGER)
-			return 0;
-		return now + ctx->db_delay_ns;
-	}
-	*quiet = 0;
-	since = __atomic_load_n(&ctx->db_since, __ATOMIC_RELAXED);
-	if (now - since < ctx->db_delay_ns)
-		return since + ctx->db_delay_ns;
-	pthread_mutex_lock(&ctx->tx_lock);
+	if (!__atomic_load_n(&sq->db_armed, __ATOMIC_ACQUIRE))
+		return 0;
+	since = __atomic_load_n(&sq->db_since, __ATOMIC_RELAXED);
+	if (now - since < delay)
+		return since + delay;
+	pthread_mutex_lock(&sq->lock);
 	/* Decided under the lock: a send may have rung or re-armed. */
-	since = __atomic_load_n(&ctx->db_since, __ATOMIC_RELAXED);
+	since = __atomic_load_n(&sq->db_since, __ATOMIC_RELAXED);
 	now = qps_now_ns();
-	if (__atomic_load_n(&ctx->db_armed, __ATOMIC_RELAXED) &&
-	    now - since >= ctx->db_delay_ns)
-		qps_db_ring_locked(ctx, QPS_TXF_TIMER);
-	pthread_mutex_unlock(&ctx->tx_lock);
-	return now + ctx->db_delay_ns;
+	if (__atomic_load_n(&sq->db_armed, __ATOMIC_RELAXED) &&
+	    now - since >= delay)
+		qps_db_ring_locked(sq, QPS_TXF_TIMER);
+	pthread_mutex_unlock(&sq->lock);
+	return now + delay;
+}
+
+/*
+ * One look at every send queue: ring what is overdue. Returns when to look
+ * next (monotonic ns), or 0 to wait for a wake-up.
+ */
+static uint64_t qps_db_check(struct qps_ctx *ctx, unsigned int *quiet)
+{
+	uint64_t next = 0, due;
+	uint32_t i;
+
+	for (i = 0; i < ctx->nsq; i++) {
+		due = qps_db_check_sq(&ctx->sq[i], ctx->db_delay_ns);
+		if (due && (!next || due < next))
+			next = due;
+	}
+	if (next) {
+		*quiet = 0;
+		return next;
+	}
+	if (++*quiet >= QPS_DB_LINGER)
+		return 0;
+	return qps_now_ns() + ctx->db_delay_ns;
 }
 
 static void *qps_db_main(void *arg)
@@ -138,12 +158,13 @@ static void *qps_db_main(void *arg)
 			ts.tv_nsec = (long)(next % 1000000000u);
 			pthread_cond_timedwait(&t->cond, &t->lock, &ts);
 		} else {
-			/* Seq-cst store, then seq-cst load of db_armed: with
-			 * the seq-cst store of db_armed, then load of idle,
-			 * in qps_db_defer_locked() (Dekker), either we see
-			 * its burst or it sees us idle and wakes us. */
+			/* Seq-cst store, then seq-cst loads of every queue's
+			 * db_armed: with the seq-cst store of db_armed, then
+			 * load of idle, in qps_db_defer_locked() (Dekker),
+			 * either we see its burst or it sees us idle and
+			 * wakes us. */
 			__atomic_store_n(&t->idle, true, __ATOMIC_SEQ_CST);
-			if (!__atomic_load_n(&ctx->db_armed, __ATOMIC_SEQ_CST))
+			if (!qps_db_any_armed(ctx))
 				while (__atomic_load_n(&t->idle,
 						       __ATOMIC_RELAXED) &&
 				       !t->stop)
@@ -161,16 +182,28 @@ static void *qps_db_main(void *arg)
 	return NULL;
 }
 
-static int qps_db_start_locked(struct qps_ctx *ctx)
+/*
+ * Start the flusher once. Called by senders of any send queue, so the
+ * start is decided under t->lock (taken inside the send queue's lock; the
+ * flusher never takes them in the other order).
+ */
+static int qps_db_start(struct qps_ctx *ctx)
 {
 	struct qps_db_timer *t = &ctx->db_timer;
 	sigset_t all, old;
-	int ret;
+	int ret = 0;
 
-	if (t->started)
+	/* Acquire: pairs with the release store below; a sender that sees
+	 * the flusher started sees its thread handle. */
+	if (__atomic_load_n(&t->started, __ATOMIC_ACQUIRE))
 		return 0;
-	if (t->failed)
-		return -EAGAIN;
+	pthread_mutex_lock(&t->lock);
+	if (t->started)
+		goto out;
+	if (t->failed) {
+		ret = -EAGAIN;
+		goto out;
+	}
 	/* The application's signals are not for this thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -180,28 +213,34 @@ static int qps_db_start_locked(struct qps_ctx *ctx)
 		t->failed = true;
 		qps_log_err("doorbell flusher thread: %s; postponed doorbells "
 			    "are rung at the end of each call", strerror(ret));
-		return -ret;
+		ret = -ret;
+		goto out;
 	}
 	pthread_setname_np(t->thread, "qps-doorbell");
-	t->started = true;
-	return 0;
+	/* Release: pairs with the acquire load above. */
+	__atomic_store_n(&t->started, true, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&t->lock);
+	return ret;
 }
 
 /*
- * A send call returns with WQEs unrung: make sure they are rung within
- * db_delay_ns. Without a delay, or without the flusher, ring now.
+ * A send call returns with WQEs unrung on @sq: make sure they are rung
+ * within db_delay_ns. Without a delay, or without the flusher, ring now.
  */
-int qps_db_defer_locked(struct qps_ctx *ctx)
+int qps_db_defer_locked(struct qps_sq *sq)
 {
-	if (!ctx->tx_unrung ||
-	    __atomic_load_n(&ctx->db_armed, __ATOMIC_RELAXED))
+	struct qps_ctx *ctx = sq->ctx;
+
+	if (!sq->unrung || __atomic_load_n(&sq->db_armed, __ATOMIC_RELAXED))
 		return 0;
-	if (!ctx->db_delay_ns || qps_db_start_locked(ctx) < 0)
-		return qps_db_ring_locked(ctx, QPS_TXF_SEND);
-	__atomic_store_n(&ctx->db_since, qps_now_ns(), __ATOMIC_RELAXED);
+	if (!ctx->db_delay_ns || qps_db_start(ctx) < 0)
+		return qps_db_ring_locked(sq, QPS_TXF_SEND);
+	__atomic_store_n(&sq->db_since, qps_now_ns(), __ATOMIC_RELAXED);
 	/* Seq-cst store, then seq-cst load of idle: pairs with the
-	 * flusher's seq-cst store of idle, then load of db_armed (Dekker). */
-	__atomic_store_n(&ctx->db_armed, true, __ATOMIC_SEQ_CST);
+	 * flusher's seq-cst store of idle, then loads of every queue's
+	 * db_armed (Dekker). */
+	__atomic_store_n(&sq->db_armed, true, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&ctx->db_timer.idle, __ATOMIC_SEQ_CST))
 		qps_db_wake(&ctx->db_timer);
 	return 0;
@@ -227,19 +266,21 @@ int qps_db_init(struct qps_ctx *ctx)
 	return 0;
 }
 
-/* Stop the flusher; called without tx_lock (it may be taking it). */
+/* Stop the flusher; called without any send queue's lock (it may be
+ * taking one) and once no thread sends any more. */
 void qps_db_stop(struct qps_ctx *ctx)
 {
 	struct qps_db_timer *t = &ctx->db_timer;
 
-	if (!t->started)
+	if (!__atomic_load_n(&t->started, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&t->lock);
 	t->stop = true;
 	pthread_cond_signal(&t->cond);
 	pthread_mutex_unlock(&t->lock);
 	pthread_join(t->thread, NULL);
-	t->started = false;
+	/* Relaxed: the flusher has exited and no sender runs any more. */
+	__atomic_store_n(&t->started, false, __ATOMIC_RELAXED);
 }
 
 void qps_db_fini(struct qps_ctx *ctx)
@@ -256,13 +297,21 @@ int qps_ctx_flush(struct qps_ctx *ctx)
 {
 	QPS_ERRNO_GUARD;
 	int ret = qps_ctx_check(ctx);
+	int total = 0, err = 0;
+	uint32_t i;
 
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&ctx->tx_lock);
-	ret = qps_db_ring_locked(ctx, QPS_TXF_EXPLICIT);
-	pthread_mutex_unlock(&ctx->tx_lock);
-	return ret;
+	for (i = 0; i < ctx->nsq; i++) {
+		pthread_mutex_lock(&ctx->sq[i].lock);
+		ret = qps_db_ring_locked(&ctx->sq[i], QPS_TXF_EXPLICIT);
+		pthread_mutex_unlock(&ctx->sq[i].lock);
+		if (ret < 0 && !err)
+			err = ret;
+		else if (ret > 0)
+			total += ret;
+	}
+	return err ? err : total;
 }
 
 int qps_flush(struct qps_ep *ep)

@@ -217,7 +217,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	return 0;
 }
 
-/* Under tx_lock and ctl_lock. */
+/* Under every send queue's lock and ctl_lock. */
 static void qps_ep_close_locked(struct qps_ep *ep)
 {
 	struct qps_ctx *ctx = ep->ctx;
@@ -253,15 +253,15 @@ int qps_ep_close(struct qps_ep *ep)
 		return ret;
 	ctx = ep->ctx;
 	/* What this endpoint queued under MSG_MORE goes out now. */
-	pthread_mutex_lock(&ctx->tx_lock);
-	qps_tx_flush_locked(ctx);
+	qps_tx_poll(ctx, QPS_TXF_POLL);
+	qps_sq_lock_all(ctx);
 	pthread_mutex_lock(&ctx->ctl_lock);
 	if (qps_ep_check(ep) < 0)
 		ret = -EBADF;
 	else
 		qps_ep_close_locked(ep);
 	pthread_mutex_unlock(&ctx->ctl_lock);
-	pthread_mutex_unlock(&ctx->tx_lock);
+	qps_sq_unlock_all(ctx);
 	return ret;
 }
 
@@ -269,13 +269,13 @@ void qps_ep_release_all(struct qps_ctx *ctx)
 {
 	uint32_t i;
 
-	pthread_mutex_lock(&ctx->tx_lock);
+	qps_sq_lock_all(ctx);
 	pthread_mutex_lock(&ctx->ctl_lock);
 	for (i = 0; i < ctx->max_ep; i++)
 		if (qps_ep_check(&ctx->eps[i]) == 0)
 			qps_ep_close_locked(&ctx->eps[i]);
 	pthread_mutex_unlock(&ctx->ctl_lock);
-	pthread_mutex_unlock(&ctx->tx_lock);
+	qps_sq_unlock_all(ctx);
 }
 
 static bool qps_local_addr_ok(struct qps_ctx *ctx, uint32_t addr)
@@ -319,14 +319,19 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 		return ret;
 	ctx = ep->ctx;
 	if (addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
-		pthread_mutex_lock(&ctx->tx_lock);
+		/* Every send queue's lock: senders read the peer and the
+		 * cached pick under the lock of the queue they use. */
+		qps_sq_lock_all(ctx);
 		pthread_mutex_lock(&ctx->ctl_lock);
 		qps_conn_clear_locked(ep);
+		if (ep->connected)
+			qps_txq_cache_reset(ctx->txq, &ep->txq_cache,
+					    QPS_TXQ_RESET_CONNECT);
 		ep->connected = false;
 		memset(&ep->peer, 0, sizeof(ep->peer));
 		qps_retire_flush(ctx);
 		pthread_mutex_unlock(&ctx->ctl_lock);
-		pthread_mutex_unlock(&ctx->tx_lock);
+		qps_sq_unlock_all(ctx);
 		return 0;
 	}
 	ret = qps_sin_check(addr, len, &sin);
@@ -338,9 +343,9 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 	if (ret < 0)
 		return ret;
 
-	pthread_mutex_lock(&ctx->tx_lock);
+	qps_sq_lock_all(ctx);
 	gen = qps_route_gen(ctx);
-	ret = qps_route_resolve(ctx, sin->sin_addr.s_addr, mac);
+	ret = qps_route_resolve(ctx, NULL, sin->sin_addr.s_addr, mac);
 	if (ret == 0) {
 		pthread_mutex_lock(&ctx->ctl_lock);
 		ret = qps_ep_check(ep);
@@ -351,14 +356,31 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 			ep->peer.sin_family = AF_INET;
 			ep->peer.sin_addr = sin->sin_addr;
 			ep->peer.sin_port = sin->sin_port;
-			memcpy(ep->peer_mac, mac, 6);
-			ep->peer_route_gen = gen;
+			/* Release: pairs with the acquire in tx.c's peer
+			 * MAC lookup (senders on other queues store too). */
+			__atomic_store_n(&ep->peer_mac48, qps_mac48_pack(mac),
+					 __ATOMIC_RELAXED);
+			__atomic_store_n(&ep->peer_route_gen, gen,
+					 __ATOMIC_RELEASE);
+			/* A new destination: the next send picks its QP
+			 * again (a reconnect counts as a reset). */
+			if (ep->connected)
+				qps_txq_cache_reset(ctx->txq, &ep->txq_cache,
+						    QPS_TXQ_RESET_CONNECT);
+			else
+				qps_txq_cache_init(&ep->txq_cache);
+			ep->txq_tuple = (struct qps_txq_tuple){
+				.saddr = ctx->info.addr.s_addr,
+				.daddr = sin->sin_addr.s_addr,
+				.sport = ep->local.sin_port,
+				.dport = sin->sin_port,
+			};
 			ep->connected = true;
 		}
 		qps_retire_flush(ctx);
 		pthread_mutex_unlock(&ctx->ctl_lock);
 	}
-	pthread_mutex_unlock(&ctx->tx_lock);
+	qps_sq_unlock_all(ctx);
 	return ret;
 }
 
@@ -468,9 +490,11 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_PKTINFO:
 		/* The timestamps ring is allocated once, on first use. */
 		pthread_mutex_lock(&ep->ctx->rx_lock);
-		if (v && !ep->rxts)
+		ret = qps_ep_check(ep);	/* a concurrent close frees rxts */
+		if (!ret && v && !ep->rxts)
 			ep->rxts = calloc(ep->rxq_cap, sizeof(*ep->rxts));
-		ret = v && !ep->rxts ? -ENOMEM : 0;
+		if (!ret && v && !ep->rxts)
+			ret = -ENOMEM;
 		if (!ret)
 			ep->pktinfo = v != 0;
 		pthread_mutex_unlock(&ep->ctx->rx_lock);

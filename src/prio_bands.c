@@ -25,50 +25,9 @@
 #include "mpsc_ring.h"
 #include "prio_bands.h"
 
-#define QPS_PRIO_OWNER 1u
-#define QPS_PRIO_MISSED 2u
-
 const uint8_t qps_prio2band[QPS_PRIO_MAX + 1] = {
 	1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
 };
-
-struct qps_prio {
-	/* Owner word: its own line; producers RMW it when the owner is busy. */
-	alignas(QPS_MPSC_GUARD) _Atomic uint32_t state;
-
-	/* Read-mostly. */
-	alignas(QPS_MPSC_GUARD) qps_prio_post_fn post;
-	void *arg;
-	int (*idle)(void *arg);
-	uint32_t burst;
-	_Atomic bool paused;
-	void (*release_hook)(void *arg);
-	void *release_hook_arg;
-
-	/* The cell tag of each ring holds the item's bytes. */
-	struct qps_mpsc ring[QPS_PRIO_BANDS];
-
-	/* Owner-written: the last owner left items queued (see
-	 * qps_prio_run()); read by the next owner before a bypass. */
-	alignas(QPS_MPSC_GUARD) _Atomic bool backlog;
-	/* Owner-written counters (one writer at a time, handed over with the
-	 * owner word). */
-	_Atomic uint64_t bypassed[QPS_PRIO_BANDS];
-	_Atomic uint64_t bursts;
-	_Atomic uint64_t redrains;
-	_Atomic uint64_t stalls;
-	_Atomic int last_err;
-
-	/* Producers, only when a band is full (cold: atomic add). */
-	alignas(QPS_MPSC_GUARD) _Atomic uint64_t drops[QPS_PRIO_BANDS];
-};
-
-/* Single-writer counter: a plain load and store, no locked instruction. */
-static inline void qps_prio_add(_Atomic uint64_t *c, uint64_t v)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-			      memory_order_relaxed);
-}
 
 int qps_prio_create(const struct qps_prio_cfg *cfg, struct qps_prio **out)
 {
@@ -141,14 +100,25 @@ static bool qps_prio_flag(struct qps_prio *b, bool sc)
 	}
 }
 
-static bool qps_prio_all_empty(const struct qps_prio *b)
+/*
+ * Owner, before releasing: could a later send overtake an item whose send
+ * has returned? A band holding exactly one claimed but unpublished cell
+ * holds a send still in progress (its producer has not published, so has
+ * not returned): that does not count, so a producer descheduled inside
+ * its push does not stop the others' bypass. Anything more counts, even if
+ * unpublished at the head (items behind it may be finished sends).
+ */
+static bool qps_prio_backlog(struct qps_prio *b)
 {
+	uint32_t n;
 	int i;
 
-	for (i = 0; i < QPS_PRIO_BANDS; i++)
-		if (!qps_mpsc_empty(&b->ring[i]))
-			return false;
-	return true;
+	for (i = 0; i < QPS_PRIO_BANDS; i++) {
+		n = qps_mpsc_count(&b->ring[i]);
+		if (n > 1 || (n == 1 && qps_mpsc_ready(&b->ring[i], 0)))
+			return true;
+	}
+	return false;
 }
 
 int qps_prio_pending(const struct qps_prio *b)
@@ -258,12 +228,12 @@ static bool qps_prio_release(struct qps_prio *b)
  * during the previous one, and a band that is not drained (paused, QP
  * full) fills up.
  *
- * Before each release it records whether anything is still queued
- * (claimed, so also a cell whose producer has not published yet): the
- * drain stopped early, or it met an unpublished cell with published ones
- * behind it. The next owner must not bypass such items. Items queued
- * after this look belong to sends still in progress, which no later send
- * has to follow; their producers flag the word and get them drained.
+ * Before each release it records whether items of finished sends may
+ * still be queued (qps_prio_backlog()): the drain stopped early, or it met
+ * an unpublished cell with more behind it. The next owner must not bypass
+ * such items. Items queued after this look belong to sends still in
+ * progress, which no later send has to follow; their producers flag the
+ * word and get them drained.
  */
 static uint32_t qps_prio_run(struct qps_prio *b)
 {
@@ -271,35 +241,10 @@ static uint32_t qps_prio_run(struct qps_prio *b)
 
 	do {
 		total += qps_prio_drain(b);
-		atomic_store_explicit(&b->backlog, !qps_prio_all_empty(b),
+		atomic_store_explicit(&b->backlog, qps_prio_backlog(b),
 				      memory_order_relaxed);
 	} while (!qps_prio_release(b));
 	return total;
-}
-
-/*
- * Owner: post @item without touching the rings, unless the last owner left
- * items queued, so it cannot overtake an item queued by an earlier send
- * (the kernel's TCQ_F_CAN_BYPASS rule: only an empty qdisc is bypassed).
- * One owner-written flag instead of six index loads keeps a lone sender's
- * path short.
- */
-static inline __attribute__((always_inline)) bool
-qps_prio_bypass(struct qps_prio *b, int band, void *item)
-{
-	int ret;
-
-	/* Relaxed: written by a previous owner, ordered by the owner word. */
-	if (atomic_load_explicit(&b->paused, memory_order_relaxed) ||
-	    atomic_load_explicit(&b->backlog, memory_order_relaxed))
-		return false;
-	ret = b->post(b->arg, &item, 1, false);
-	if (ret < 1) {
-		qps_prio_stall(b, ret);
-		return false;
-	}
-	qps_prio_add(&b->bypassed[band], 1);
-	return true;
 }
 
 /* Queue @item in @band; seq_cst publish when @sc (see qps_prio_flag()). */
@@ -318,69 +263,54 @@ static int qps_prio_push(struct qps_prio *b, int band, void *item,
 	return 0;
 }
 
-/* Owner, no bypass: queue @item behind what is queued, then drain. Kept
- * out of line so the bypass path stays short. */
-static __attribute__((noinline)) int
-qps_prio_owner_queue(struct qps_prio *b, int band, void *item, uint32_t bytes)
+/* qps_prio_enqueue(): the owner cannot bypass; queue @item behind what
+ * is queued, then drain. */
+int qps_prio_slow_owner(struct qps_prio *b, unsigned int band, void *item,
+			uint32_t bytes)
 {
-	int ret = qps_prio_push(b, band, item, bytes, false);
+	int ret = qps_prio_push(b, (int)band, item, bytes, false);
 
 	/* Full: we are the transmitter, make room first. */
 	if (ret == -EAGAIN && qps_prio_drain(b))
-		ret = qps_prio_push(b, band, item, bytes, false);
+		ret = qps_prio_push(b, (int)band, item, bytes, false);
 	qps_prio_run(b);
 	return ret;
 }
 
-/* The owner word read @s (busy): queue @item and flag the owner. When it
- * was already flagged try to get by without writing the word. */
-static __attribute__((noinline)) int
-qps_prio_queue(struct qps_prio *b, int band, void *item, uint32_t bytes,
-	       uint32_t s)
+/* qps_prio_enqueue(): the owner word read @s (busy); queue @item and flag
+ * the owner. When it was already flagged try to get by without writing
+ * the word. */
+int qps_prio_slow_queue(struct qps_prio *b, unsigned int band, void *item,
+			uint32_t bytes, uint32_t s)
 {
 	bool sc = s == (QPS_PRIO_OWNER | QPS_PRIO_MISSED);
-	int ret = qps_prio_push(b, band, item, bytes, sc);
+	int ret = qps_prio_push(b, (int)band, item, bytes, sc);
 
 	if (ret == 0 && qps_prio_flag(b, sc))
 		qps_prio_run(b);
 	return ret;
 }
 
-static inline int qps_prio_send(struct qps_prio *b, void *item,
-				unsigned int prio, uint32_t bytes,
-				bool count_drop)
+/* qps_prio_enqueue(): after a bypass, give the transmitter up (draining
+ * whatever producers queued meanwhile: they flagged MISSED). */
+int qps_prio_slow_finish(struct qps_prio *b)
 {
-	int band = (int)qps_prio_band(prio);
-	uint32_t s = atomic_load_explicit(&b->state, memory_order_relaxed);
-	int ret;
-
-	/* Acquire side: pairs with the release in qps_prio_release(). */
-	if (s == 0 &&
-	    atomic_compare_exchange_strong_explicit(&b->state, &s,
-						    QPS_PRIO_OWNER,
-						    memory_order_seq_cst,
-						    memory_order_relaxed)) {
-		if (qps_prio_bypass(b, band, item)) {
-			/* Nothing to drain unless a producer queued
-			 * meanwhile, and then it has flagged MISSED. */
-			if (!qps_prio_release(b))
-				qps_prio_run(b);
-			return 0;
-		}
-		ret = qps_prio_owner_queue(b, band, item, bytes);
-	} else {
-		ret = qps_prio_queue(b, band, item, bytes, s);
-	}
-	if (ret == -EAGAIN && count_drop)
-		atomic_fetch_add_explicit(&b->drops[band], 1,
-					  memory_order_relaxed);
-	return ret;
+	if (!qps_prio_release(b))
+		qps_prio_run(b);
+	return 0;
 }
 
-int qps_prio_enqueue(struct qps_prio *b, void *item, unsigned int prio,
-		     uint32_t bytes)
+/* qps_prio_enqueue(): the bypass post took nothing (@ret). */
+int qps_prio_slow_refused(struct qps_prio *b, int ret)
 {
-	return qps_prio_send(b, item, prio, bytes, true);
+	qps_prio_stall(b, ret);
+	return 0;
+}
+
+int qps_prio_slow_drop(struct qps_prio *b, unsigned int band)
+{
+	atomic_fetch_add_explicit(&b->drops[band], 1, memory_order_relaxed);
+	return -EAGAIN;
 }
 
 static int64_t qps_prio_now_ns(void)
@@ -411,9 +341,7 @@ int qps_prio_enqueue_wait(struct qps_prio *b, void *item, unsigned int prio,
 		if (ret < 0)
 			return ret;
 	}
-	atomic_fetch_add_explicit(&b->drops[qps_prio_band(prio)], 1,
-				  memory_order_relaxed);
-	return -EAGAIN;
+	return qps_prio_slow_drop(b, qps_prio_band(prio));
 }
 
 int qps_prio_kick(struct qps_prio *b)
@@ -441,6 +369,11 @@ int qps_prio_set_release_hook(struct qps_prio *b, void (*fn)(void *arg),
 	b->release_hook = fn;
 	b->release_hook_arg = arg;
 	return 0;
+}
+
+struct qps_mpsc *qps_prio_test_ring(struct qps_prio *b, unsigned int band)
+{
+	return band < QPS_PRIO_BANDS ? &b->ring[band] : NULL;
 }
 
 int qps_prio_stats(const struct qps_prio *b, struct qps_prio_stats *st)

@@ -15,8 +15,13 @@
 #ifndef QPS_PRIO_BANDS_H
 #define QPS_PRIO_BANDS_H
 
+#include <errno.h>
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "mpsc_ring.h"
 
 #define QPS_PRIO_BANDS 3
 #define QPS_PRIO_MAX 15			/* priorities are masked with this */
@@ -69,7 +74,44 @@ struct qps_prio_stats {
 	int last_err;		/* last -errno a post returned, 0 if none */
 };
 
-struct qps_prio;
+/*
+ * The bands of one QP. Opaque to users; defined here only so that
+ * qps_prio_enqueue()'s fast path (a lone sender's bypass) inlines into the
+ * send path. Its protocol is in prio_bands.c.
+ */
+#define QPS_PRIO_OWNER 1u	/* owner word: a transmitter is running */
+#define QPS_PRIO_MISSED 2u	/* ... and must look again before leaving */
+
+struct qps_prio {
+	/* Owner word: its own line; producers RMW it when the owner is busy. */
+	alignas(QPS_MPSC_GUARD) _Atomic uint32_t state;
+
+	/* Read-mostly. */
+	alignas(QPS_MPSC_GUARD) qps_prio_post_fn post;
+	void *arg;
+	int (*idle)(void *arg);
+	uint32_t burst;
+	_Atomic bool paused;
+	void (*release_hook)(void *arg);
+	void *release_hook_arg;
+
+	/* The cell tag of each ring holds the item's bytes. */
+	struct qps_mpsc ring[QPS_PRIO_BANDS];
+
+	/* Owner-written: the last owner may have left items of finished sends
+	 * queued; read by the next owner before a bypass. */
+	alignas(QPS_MPSC_GUARD) _Atomic bool backlog;
+	/* Owner-written counters (one writer at a time, handed over with the
+	 * owner word). */
+	_Atomic uint64_t bypassed[QPS_PRIO_BANDS];
+	_Atomic uint64_t bursts;
+	_Atomic uint64_t redrains;
+	_Atomic uint64_t stalls;
+	_Atomic int last_err;
+
+	/* Producers, only when a band is full (cold: atomic add). */
+	alignas(QPS_MPSC_GUARD) _Atomic uint64_t drops[QPS_PRIO_BANDS];
+};
 
 /* Allocates everything the bands will ever use. 0, -EINVAL, -ENOMEM. */
 int qps_prio_create(const struct qps_prio_cfg *cfg, struct qps_prio **out);
@@ -82,13 +124,82 @@ static inline unsigned int qps_prio_band(unsigned int prio)
 	return qps_prio2band[prio & QPS_PRIO_MAX];
 }
 
+/* Out-of-line halves of qps_prio_enqueue(); not for direct use. */
+int qps_prio_slow_owner(struct qps_prio *b, unsigned int band, void *item,
+			uint32_t bytes);
+int qps_prio_slow_queue(struct qps_prio *b, unsigned int band, void *item,
+			uint32_t bytes, uint32_t s);
+int qps_prio_slow_finish(struct qps_prio *b);
+int qps_prio_slow_refused(struct qps_prio *b, int ret);
+int qps_prio_slow_drop(struct qps_prio *b, unsigned int band);
+
+/* Single-writer counter: a plain load and store, no locked instruction. */
+static inline void qps_prio_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+static inline int qps_prio_send(struct qps_prio *b, void *item,
+				unsigned int prio, uint32_t bytes,
+				bool count_drop)
+{
+	unsigned int band = qps_prio_band(prio);
+	uint32_t s = atomic_load_explicit(&b->state, memory_order_relaxed);
+	int ret;
+
+	/* Take the free word. Acquire side: pairs with the release in
+	 * qps_prio_release() (prio_bands.c) of the previous owner. */
+	if (s == 0 &&
+	    atomic_compare_exchange_strong_explicit(&b->state, &s,
+						    QPS_PRIO_OWNER,
+						    memory_order_seq_cst,
+						    memory_order_relaxed)) {
+		/*
+		 * Bypass: post without touching the rings, unless the last
+		 * owner may have left items of finished sends queued (the
+		 * kernel's TCQ_F_CAN_BYPASS rule: only an empty qdisc is
+		 * bypassed) or the transmitter is paused. Relaxed: written
+		 * under the owner word, which ordered them for us.
+		 */
+		if (!atomic_load_explicit(&b->paused, memory_order_relaxed) &&
+		    !atomic_load_explicit(&b->backlog, memory_order_relaxed)) {
+			ret = b->post(b->arg, &item, 1, false);
+			if (ret >= 1) {
+				qps_prio_add(&b->bypassed[band], 1);
+				s = QPS_PRIO_OWNER;
+				/* Release side: pairs with the next owner's
+				 * take. Fails if a producer queued meanwhile
+				 * (MISSED): then drain it. */
+				if (!b->release_hook &&
+				    atomic_compare_exchange_strong_explicit(
+					    &b->state, &s, 0,
+					    memory_order_seq_cst,
+					    memory_order_seq_cst))
+					return 0;
+				return qps_prio_slow_finish(b);
+			}
+			qps_prio_slow_refused(b, ret);
+		}
+		ret = qps_prio_slow_owner(b, band, item, bytes);
+	} else {
+		ret = qps_prio_slow_queue(b, band, item, bytes, s);
+	}
+	if (ret == -EAGAIN && count_drop)
+		return qps_prio_slow_drop(b, band);
+	return ret;
+}
+
 /*
  * qps_prio_enqueue - send @item (any pointer value) of @bytes at priority
  * @prio: posted now or queued for the owner; 0 either way. -EAGAIN when
  * its band is full (nothing queued, counted in drops).
  */
-int qps_prio_enqueue(struct qps_prio *b, void *item, unsigned int prio,
-		     uint32_t bytes);
+static inline int qps_prio_enqueue(struct qps_prio *b, void *item,
+				   unsigned int prio, uint32_t bytes)
+{
+	return qps_prio_send(b, item, prio, bytes, true);
+}
 
 /*
  * qps_prio_enqueue_wait - as qps_prio_enqueue(), but while the band is
@@ -128,5 +239,9 @@ int qps_prio_resume(struct qps_prio *b);
  */
 int qps_prio_set_release_hook(struct qps_prio *b, void (*fn)(void *arg),
 			      void *arg);
+
+/* Test hook: the ring of @band, so a test can claim a cell and leave it
+ * unpublished, as a producer descheduled inside its push would. */
+struct qps_mpsc *qps_prio_test_ring(struct qps_prio *b, unsigned int band);
 
 #endif /* QPS_PRIO_BANDS_H */

@@ -12,11 +12,13 @@
 #include "demux.h"
 #include "frames.h"
 #include "provider.h"
+#include "txq_select.h"
 
 #define QPS_DEFAULT_DEPTH 256
 #define QPS_MAX_DEPTH 4096
 #define QPS_DEFAULT_MAX_EP 1024
 #define QPS_DB_DELAY_MAX_US 1000000	/* QPS_CTX_ATTR_DB_DELAY upper bound */
+#define QPS_MAX_TXQ 64		/* send queues per context: a 64-bit mask */
 #define QPS_RX_POLL_BATCH 32
 #define QPS_BIND_BUCKETS 256
 #define QPS_ROUTE_SLOTS 64
@@ -28,7 +30,9 @@
 #define QPS_CTX_ATTR_ALL (QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV | \
 			  QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_TX_DEPTH | \
 			  QPS_CTX_ATTR_RX_DEPTH | QPS_CTX_ATTR_MAX_EP | \
-			  QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_DB_DELAY)
+			  QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_DB_DELAY | \
+			  QPS_CTX_ATTR_NUM_TXQ | QPS_CTX_ATTR_TXQ_POLICY | \
+			  QPS_CTX_ATTR_TXQ_FLOWS)
 
 #ifndef container_of
 #define container_of(ptr, type, member) \
@@ -47,6 +51,26 @@ static inline void qps_errno_restore(const int *saved)
 
 #define QPS_ERRNO_GUARD \
 	const int qps_saved_errno __attribute__((cleanup(qps_errno_restore))) = errno
+
+/* A MAC address in the low 48 bits of a word, so that it can be loaded and
+ * stored whole (struct qps_ep peer_mac48). */
+static inline uint64_t qps_mac48_pack(const uint8_t mac[6])
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 6; i++)
+		v |= (uint64_t)mac[i] << (8 * i);
+	return v;
+}
+
+static inline void qps_mac48_unpack(uint64_t v, uint8_t mac[6])
+{
+	int i;
+
+	for (i = 0; i < 6; i++)
+		mac[i] = (uint8_t)(v >> (8 * i));
+}
 
 enum qps_ep_state {
 	QPS_EP_FREE = 0,
@@ -88,7 +112,7 @@ enum { QPS_SQ_RANG_NONE = 0, QPS_SQ_RANG_DB = 1, QPS_SQ_RANG_BF = 2 };
 
 /*
  * The mlx4 direct send queue (sq_mlx4.c): the provider's ring, written by
- * the core. Under tx_lock.
+ * the core. Under the lock of the struct qps_sq that holds it (sq.h).
  */
 struct qps_sq_mlx4 {
 	struct qps_qp *qp;
@@ -101,15 +125,17 @@ struct qps_sq_mlx4 {
 };
 
 /*
- * The bounded-delay flusher (doorbell.c): a thread started on the first
- * postponed doorbell, asleep while nothing is pending.
+ * The bounded-delay flusher (doorbell.c): one thread per context, started
+ * on the first postponed doorbell of any send queue, asleep while nothing
+ * is pending. Lock order: a send queue's lock, then this lock; the flusher
+ * never holds this lock while it takes a send queue's.
  */
 struct qps_db_timer {
 	pthread_t thread;
-	pthread_mutex_t lock;	/* guards the sleep, never held with tx_lock */
+	pthread_mutex_t lock;	/* guards the sleep and the start */
 	pthread_cond_t cond;
 	bool ready;		/* lock and cond initialised */
-	bool started;		/* under tx_lock */
+	bool started;		/* written under lock (release), read atomically */
 	bool failed;		/* could not start: ring at the end of calls */
 	bool stop;		/* under lock */
 	bool idle;		/* atomic: waiting without a deadline */
@@ -130,10 +156,21 @@ struct qps_ep {
 	int error;
 	uint32_t rcvbuf;
 
+	/* peer, connected and txq_tuple are written by connect holding every
+	 * send queue's lock (and ctl_lock); senders read them under the lock
+	 * of the send queue they use. */
 	struct sockaddr_in local;
 	struct sockaddr_in peer;
-	uint8_t peer_mac[6];
+	/* The peer's MAC (6 bytes in the low 48 bits) and the route
+	 * generation it was resolved under. Senders on different send queues
+	 * may refresh them at once: both atomic, generation stored last
+	 * (release) and loaded first (acquire), see tx.c. */
+	uint64_t peer_mac48;
 	uint64_t peer_route_gen;
+	/* Send-QP selection (txq_select.h): the cached pick of a connected
+	 * endpoint and the 4-tuple it hashes. */
+	struct qps_txq_cache txq_cache;
+	struct qps_txq_tuple txq_tuple;
 
 	/* Receive queue; ring of rxq_cap, guarded by ctx->rx_lock, as are
 	 * pktinfo, rxts and the eventfd state. */
@@ -158,6 +195,8 @@ struct qps_ep {
 	struct qps_ep *free_next;	/* FIFO of reusable slots, ctl_lock */
 };
 
+struct qps_sq;	/* sq.h */
+
 struct qps_ctx {
 	struct qps_dev *dev;
 	const struct qps_provider_ops *ops;
@@ -165,42 +204,29 @@ struct qps_ctx {
 	char provider[16];
 	uint32_t max_payload;
 
-	struct qps_cq *tx_cq;
 	struct qps_cq *rx_cq;
-	struct qps_qp *qp;
+	struct qps_qp *qp;		/* the receive QP: send queue 0's */
 	struct qps_flow *flow_ucast;
 	struct qps_flow *flow_bcast;
 	int event_fd;		/* device completion channel, -1 if none */
 
 	/*
-	 * Send side, under tx_lock. Frames are built in registered slots;
-	 * a slot returns to the free stack when its send completes. Each
-	 * frame becomes a WQE, written directly into the mlx4 ring (direct
-	 * path) or chained as a WR (generic path); while more is known to
-	 * follow the doorbell is postponed (doorbell.c), at most db_delay_ns.
+	 * Send side: nsq send queues (sq.h), each a send QP with its CQ, its
+	 * own registered slots (a slice of tx_buf) and doorbell state, under
+	 * its own lock. txq (txq_select.h) picks the send queue of each
+	 * datagram. Fixed after creation, so read without a lock.
 	 */
-	pthread_mutex_t tx_lock;
-	uint32_t tx_depth;
+	struct qps_sq *sq;
+	uint32_t nsq;
+	struct qps_txq_sel *txq;
+	uint32_t tx_depth;		/* per send queue */
 	uint32_t tx_slot_size;
-	uint8_t *tx_buf;
+	uint8_t *tx_buf;		/* nsq * tx_depth slots */
 	struct qps_mr *tx_mr;
-	uint32_t *tx_free;
-	uint32_t tx_nfree;
-	uint32_t tx_inflight;		/* posted, not completed */
 	uint32_t tx_path;		/* QPS_TX_PATH_GENERIC or _DIRECT */
-	uint32_t tx_unrung;		/* WQEs written since the last doorbell */
-	struct ibv_send_wr *tx_wr;	/* generic: one WR + SGE per slot */
-	struct ibv_sge *tx_sge;
-	struct ibv_send_wr *pend_head;	/* generic: the unrung chain */
-	struct ibv_send_wr *pend_tail;
-	struct qps_sq_mlx4 sq;		/* direct */
 	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
-	bool db_armed;			/* atomic: unrung WQEs left by a call */
-	uint64_t db_since;		/* atomic: monotonic ns it was armed */
 	struct qps_db_timer db_timer;
-	uint16_t ip_id;
-	uint16_t eph_next;
-	struct qps_route_slot route[QPS_ROUTE_SLOTS];
+	uint16_t eph_next;		/* under ctl_lock */
 
 	/* Receive side under rx_lock: the poller, buffers, endpoint queues. */
 	pthread_mutex_t rx_lock;
@@ -211,10 +237,12 @@ struct qps_ctx {
 	struct qps_mr *rx_mr;
 	uint16_t *rx_ref;		/* endpoints holding each buffer */
 	struct qps_epoch rx_epoch;	/* the poller's reader slot */
+	bool cq_armed;			/* req_notify_cq since the last drain */
+	bool cq_arm_always;		/* an fd was handed out: keep armed */
 
 	/*
-	 * Endpoint table and demux tables under ctl_lock (lock order:
-	 * tx_lock, ctl_lock, rx_lock). The receive path reads the tables
+	 * Endpoint table and demux tables under ctl_lock (lock order: the
+	 * send queues' locks in index order, ctl_lock, rx_lock). The receive path reads the tables
 	 * without it (demux.h); what a writer unlinks is freed after a
 	 * grace period (retired, epoch.c).
 	 */
@@ -234,7 +262,8 @@ struct qps_ctx {
 	struct qps_ep *free_tail;
 	uint32_t nep;
 
-	/* Counters: tx_* under tx_lock, rx_* and mc_* under rx_lock. */
+	/* Counters: rx_* and mc_* under rx_lock. The send path counts in
+	 * its send queues (sq->st) and in txq; qps_ctx_stats adds them. */
 	struct qps_stats st;
 };
 
@@ -248,29 +277,15 @@ int qps_sin_check(const struct sockaddr *addr, socklen_t len,
 int qps_ep_autobind(struct qps_ep *ep);
 void qps_ep_release_all(struct qps_ctx *ctx);
 
-/* tx.c */
-int qps_tx_init(struct qps_ctx *ctx);
-void qps_tx_fini(struct qps_ctx *ctx);
-/* Ring a postponed doorbell (counted as a progress/receive flush). */
-int qps_tx_flush_locked(struct qps_ctx *ctx);
-int qps_tx_reap_locked(struct qps_ctx *ctx);
-/*
- * Hand the frame in @slot (@len bytes) to the send queue. @more: another
- * frame follows at once (MSG_MORE, a batch, or packets queued while the
- * QP has room), so the doorbell may wait; otherwise it is rung now. A full
- * send queue rings it regardless. Returns 0 or -errno; the slot is
- * given back when the frame could not be written.
- */
-int qps_tx_xmit_locked(struct qps_ctx *ctx, uint32_t slot, uint32_t len,
-		       bool more);
-/* The end of a send call: ring now, or (@more) leave the doorbell to the
- * next call, a flush or the bounded delay. */
-int qps_tx_end_locked(struct qps_ctx *ctx, bool more);
-void qps_tx_slot_put(struct qps_ctx *ctx, uint32_t slot);
+/* sq.c: every send queue's lock, in index order (connect, close: what
+ * senders read under the lock of the queue they use). */
+void qps_sq_lock_all(struct qps_ctx *ctx);
+void qps_sq_unlock_all(struct qps_ctx *ctx);
 
-/* sq_generic.c: the WR chain path */
-void qps_sq_generic_put(struct qps_ctx *ctx, uint32_t slot, uint32_t len);
-int qps_sq_generic_ring(struct qps_ctx *ctx);
+/* tx.c (the per-send-queue functions are in sq.h) */
+/* Every send queue in turn: ring a postponed doorbell for @cause, reap
+ * completions. Returns the completions reaped or -errno. */
+int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause);
 
 /* sq_mlx4.c: the direct path */
 int qps_sq_mlx4_init(struct qps_sq_mlx4 *sq, struct qps_qp *qp);
@@ -280,26 +295,27 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 		      bool signaled);
 int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq);
 
-/* doorbell.c: postponement policy and the bounded-delay flusher */
+/* doorbell.c: the bounded-delay flusher (per send queue: sq.h) */
 int qps_db_init(struct qps_ctx *ctx);
 void qps_db_stop(struct qps_ctx *ctx);
 void qps_db_fini(struct qps_ctx *ctx);
-int qps_db_ring_locked(struct qps_ctx *ctx, enum qps_txf cause);
-int qps_db_defer_locked(struct qps_ctx *ctx);
 uint64_t qps_now_ns(void);
 
 /* rx.c */
 int qps_rx_init(struct qps_ctx *ctx);
 void qps_rx_fini(struct qps_ctx *ctx);
 int qps_rx_progress_locked(struct qps_ctx *ctx);
+int qps_rx_arm_locked(struct qps_ctx *ctx);
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf);
 void qps_rxq_drain_locked(struct qps_ep *ep);
 bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts);
 void qps_ep_arm_locked(struct qps_ep *ep);
 
-/* route.c */
-int qps_route_resolve(struct qps_ctx *ctx, uint32_t daddr, uint8_t mac[6]);
+/* route.c: @cache is QPS_ROUTE_SLOTS entries owned by the caller (a send
+ * queue's, under its lock), or NULL to ask the provider every time. */
+int qps_route_resolve(struct qps_ctx *ctx, struct qps_route_slot *cache,
+		      uint32_t daddr, uint8_t mac[6]);
 uint64_t qps_route_gen(struct qps_ctx *ctx);
 
 /* log.c */

@@ -2,10 +2,12 @@
 /*
  * Destination IPv4 -> next-hop MAC. Multicast and broadcast map directly;
  * unicast asks the provider (emu: the wire's port table; packet: the
- * kernel's neighbour table) and is cached in a direct-mapped table. An
- * entry is valid only while the provider's route generation is unchanged,
- * which is how neighbour/route changes reset cached destinations.
- * Called under ctx->tx_lock.
+ * kernel's neighbour table) and is cached in a direct-mapped table that
+ * the caller owns (each send queue has one, under its lock), so senders on
+ * different send queues share nothing here. An entry is valid only while
+ * the provider's route generation is unchanged, which is how
+ * neighbour/route changes reset cached destinations (and, through the
+ * same generation, a connected endpoint's cached send QP: tx.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,7 +20,8 @@ uint64_t qps_route_gen(struct qps_ctx *ctx)
 	return ctx->ops->route_gen(ctx->dev);
 }
 
-int qps_route_resolve(struct qps_ctx *ctx, uint32_t daddr, uint8_t mac[6])
+int qps_route_resolve(struct qps_ctx *ctx, struct qps_route_slot *cache,
+		      uint32_t daddr, uint8_t mac[6])
 {
 	struct qps_route_slot *slot;
 	uint32_t h = ntohl(daddr);
@@ -38,14 +41,16 @@ int qps_route_resolve(struct qps_ctx *ctx, uint32_t daddr, uint8_t mac[6])
 		return -EHOSTUNREACH;
 
 	gen = qps_route_gen(ctx);
-	slot = &ctx->route[(h ^ (h >> 8)) % QPS_ROUTE_SLOTS];
-	if (slot->valid && slot->daddr == daddr && slot->gen == gen) {
+	slot = cache ? &cache[(h ^ (h >> 8)) % QPS_ROUTE_SLOTS] : NULL;
+	if (slot && slot->valid && slot->daddr == daddr && slot->gen == gen) {
 		memcpy(mac, slot->mac, 6);
 		return 0;
 	}
 	ret = ctx->ops->resolve(ctx->dev, dst, mac);
 	if (ret < 0)
 		return ret == -EOPNOTSUPP ? -EHOSTUNREACH : ret;
+	if (!slot)
+		return 0;
 	slot->daddr = daddr;
 	slot->gen = gen;
 	memcpy(slot->mac, mac, 6);

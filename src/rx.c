@@ -146,6 +146,9 @@ static void qps_ep_unsignal(struct qps_ep *ep)
 void qps_ep_arm_locked(struct qps_ep *ep)
 {
 	ep->efd_armed = true;
+	/* The endpoint's epoll set holds the device event fd too. */
+	ep->ctx->cq_arm_always = true;
+	qps_rx_arm_locked(ep->ctx);
 	if (ep->rxq_count)
 		qps_ep_signal(ep);
 }
@@ -266,21 +269,13 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
 	}
 }
 
-/*
- * Drain the CQ, then arm it and poll once more: a CQE that landed between
- * the last empty poll and the arm raised no event, so only this second
- * poll can see it.
- */
-int qps_rx_progress_locked(struct qps_ctx *ctx)
+static int qps_rx_poll_all(struct qps_ctx *ctx)
 {
 	struct ibv_wc wc[QPS_RX_POLL_BATCH];
-	bool armed = false;
 	int total = 0;
 	int n;
 
-	if (ctx->event_fd >= 0)
-		ctx->ops->ack_events(ctx->dev);
-	for (;;) {
+	do {
 		/* One read-side section per batch: writers wait at most for
 		 * one batch, and the poller pays two stores per batch. */
 		qps_epoch_enter(&ctx->rx_epoch);
@@ -291,14 +286,44 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 		if (n < 0)
 			return n;
 		total += n;
-		if (n)
-			continue;
-		if (armed || ctx->event_fd < 0)
-			break;
-		ctx->ops->req_notify_cq(ctx->rx_cq);
-		armed = true;
-	}
+	} while (n);
 	return total;
+}
+
+/*
+ * Arm the receive CQ and poll once more: a CQE that landed between the
+ * last empty poll and the arm raised no event, so only this poll sees it.
+ */
+int qps_rx_arm_locked(struct qps_ctx *ctx)
+{
+	if (ctx->event_fd < 0)
+		return 0;
+	if (!ctx->cq_armed) {
+		ctx->ops->req_notify_cq(ctx->rx_cq);
+		ctx->cq_armed = true;
+	}
+	return qps_rx_poll_all(ctx);
+}
+
+/*
+ * The CQ is armed only while someone may sleep on the event fd (a blocking
+ * receive, or an application holding qps_ep_fd/qps_ctx_fd). A busy poller
+ * thus costs its peers no wake-up message and itself no event drain: per
+ * datagram, no system call on either side.
+ */
+int qps_rx_progress_locked(struct qps_ctx *ctx)
+{
+	int total, n;
+
+	if (ctx->cq_armed) {
+		ctx->ops->ack_events(ctx->dev);
+		ctx->cq_armed = false;
+	}
+	total = qps_rx_poll_all(ctx);
+	if (total < 0 || !ctx->cq_arm_always)
+		return total;
+	n = qps_rx_arm_locked(ctx);
+	return n < 0 ? n : total + n;
 }
 
 void qps_rxq_drain_locked(struct qps_ep *ep)
@@ -412,10 +437,7 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 
 	for (;;) {
 		/* A postponed doorbell must not wait for our sleep. */
-		pthread_mutex_lock(&ctx->tx_lock);
-		qps_tx_flush_locked(ctx);
-		qps_tx_reap_locked(ctx);
-		pthread_mutex_unlock(&ctx->tx_lock);
+		qps_tx_poll(ctx, QPS_TXF_POLL);
 
 		pthread_mutex_lock(&ctx->rx_lock);
 		if (qps_ep_check(ep) < 0) {
@@ -427,9 +449,15 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 				ret = qps_rxq_pop_locked(ep, flags, o);
 			} else {
 				ret = -EAGAIN;
-				/* We may sleep on efd: make pushes signal it. */
-				if (!dontwait)
+				/* We may sleep on efd: make pushes signal it
+				 * and the device wake us; arming polls once
+				 * more, which may have found our datagram. */
+				if (!dontwait) {
 					qps_ep_arm_locked(ep);
+					if (ep->rxq_count)
+						ret = qps_rxq_pop_locked(ep,
+							flags, o);
+				}
 			}
 		}
 		pthread_mutex_unlock(&ctx->rx_lock);

@@ -5,22 +5,23 @@
  * call, which is one doorbell on every provider (verbs semantics). Every
  * WR is signalled so that a completion returns exactly its slot.
  *
- * Called under ctx->tx_lock.
+ * Called under the send queue's lock (sq.h).
  */
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
 
-#include "qps_int.h"
+#include "sq.h"
 
 #define QPS_SQ_GENERIC_TRIES 1000
 
-void qps_sq_generic_put(struct qps_ctx *ctx, uint32_t slot, uint32_t len)
+void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len)
 {
-	struct ibv_send_wr *wr = &ctx->tx_wr[slot];
-	struct ibv_sge *sge = &ctx->tx_sge[slot];
+	struct qps_ctx *ctx = sq->ctx;
+	struct ibv_send_wr *wr = &sq->wr[slot];
+	struct ibv_sge *sge = &sq->sge[slot];
 
-	sge->addr = (uintptr_t)(ctx->tx_buf + (size_t)slot * ctx->tx_slot_size);
+	sge->addr = (uintptr_t)(sq->buf + (size_t)slot * ctx->tx_slot_size);
 	sge->length = len;
 	sge->lkey = ctx->tx_mr->lkey;
 	memset(wr, 0, sizeof(*wr));
@@ -31,23 +32,31 @@ void qps_sq_generic_put(struct qps_ctx *ctx, uint32_t slot, uint32_t len)
 	wr->send_flags = IBV_SEND_SIGNALED;
 	if (len <= ctx->info.max_inline)
 		wr->send_flags |= IBV_SEND_INLINE;
-	if (ctx->pend_tail)
-		ctx->pend_tail->next = wr;
+	if (sq->pend_tail)
+		sq->pend_tail->next = wr;
 	else
-		ctx->pend_head = wr;
-	ctx->pend_tail = wr;
+		sq->pend_head = wr;
+	sq->pend_tail = wr;
 }
 
-/* Nothing of the chain can be sent: count it and give the slots back. */
-static void qps_sq_generic_drop(struct qps_ctx *ctx)
+/*
+ * Nothing of the chain can be sent: count it, give the slots back, and
+ * take the WRs back from the QP's enqueued count. They are its newest
+ * counted WRs (everything older was posted), which is what
+ * qps_txq_enqueue_cancel requires.
+ */
+static void qps_sq_generic_drop(struct qps_sq *sq)
 {
 	struct ibv_send_wr *wr;
+	uint32_t n = 0;
 
-	for (wr = ctx->pend_head; wr; wr = wr->next) {
-		ctx->st.tx_errors++;
-		qps_tx_slot_put(ctx, (uint32_t)wr->wr_id);
+	for (wr = sq->pend_head; wr; wr = wr->next) {
+		sq->st.errors++;
+		qps_tx_slot_put(sq, (uint32_t)wr->wr_id);
+		n++;
 	}
-	ctx->pend_head = ctx->pend_tail = NULL;
+	sq->pend_head = sq->pend_tail = NULL;
+	qps_txq_enqueue_cancel(sq->ctx->txq, (int)sq->idx, n);
 }
 
 /*
@@ -58,31 +67,32 @@ static void qps_sq_generic_drop(struct qps_ctx *ctx)
  * Returns the number of post calls that reached the device (doorbells),
  * or -errno.
  */
-int qps_sq_generic_ring(struct qps_ctx *ctx)
+int qps_sq_generic_ring(struct qps_sq *sq)
 {
+	const struct qps_provider_ops *ops = sq->ctx->ops;
 	struct ibv_send_wr *bad;
 	int rung = 0, tries = 0;
 	int ret;
 
-	while (ctx->pend_head) {
+	while (sq->pend_head) {
 		bad = NULL;
-		ret = ctx->ops->post_send(ctx->qp, ctx->pend_head, &bad);
+		ret = ops->post_send(sq->qp, sq->pend_head, &bad);
 		if (ret == 0) {
-			ctx->pend_head = ctx->pend_tail = NULL;
+			sq->pend_head = sq->pend_tail = NULL;
 			return rung + 1;
 		}
-		if (bad && bad != ctx->pend_head)
+		if (bad && bad != sq->pend_head)
 			rung++;
 		if (ret != -ENOMEM || !bad || ++tries > QPS_SQ_GENERIC_TRIES) {
-			if (bad && bad != ctx->pend_head)
-				ctx->pend_head = bad;
-			qps_sq_generic_drop(ctx);
+			if (bad && bad != sq->pend_head)
+				sq->pend_head = bad;
+			qps_sq_generic_drop(sq);
 			return ret;
 		}
-		ctx->pend_head = bad;
-		ret = qps_tx_reap_locked(ctx);
+		sq->pend_head = bad;
+		ret = qps_tx_reap_locked(sq);
 		if (ret < 0) {
-			qps_sq_generic_drop(ctx);
+			qps_sq_generic_drop(sq);
 			return ret;
 		}
 		if (ret == 0)

@@ -13,7 +13,8 @@
  * The doorbell carries no producer index, so a postponed doorbell only
  * delays the device; it never exposes a half-written WQE.
  *
- * Called under ctx->tx_lock (or by a test that owns the queue).
+ * Called under the send queue's lock (sq.h), or by a test that owns the
+ * queue.
  */
 #include <endian.h>
 #include <errno.h>

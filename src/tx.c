@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * Send path: build each frame in a registered slot and hand it to the
- * send queue, direct (sq_mlx4.c) or as a WR chain (sq_generic.c). "More
+ * Send path: pick the send queue of each datagram (txq_select.c: the
+ * cached pick of a connected endpoint, the flow table for the others),
+ * build the frame in one of that queue's registered slots and hand it to
+ * the queue, direct (sq_mlx4.c) or as a WR chain (sq_generic.c). "More
  * follows" (QPS_MSG_MORE, the rest of a qps_sendmmsg batch) lets the
- * doorbell wait; doorbell.c decides when it is rung. A slot returns to the
- * free stack when its send completes.
+ * doorbell wait; doorbell.c decides when it is rung. A slot returns to
+ * its queue's free stack when its send completes, and the completion is
+ * counted for the flow table's in-flight rule.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,128 +16,126 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qps_int.h"
+#include "sq.h"
 
 #define QPS_TX_FLAGS (QPS_MSG_DONTWAIT | QPS_MSG_MORE)
 #define QPS_PRIO_MAX 15
 
-int qps_tx_init(struct qps_ctx *ctx)
+void qps_tx_slot_put(struct qps_sq *sq, uint32_t slot)
 {
-	size_t len;
-	uint32_t i;
-	int ret;
-
-	ret = qps_db_init(ctx);
-	if (ret < 0)
-		return ret;
-	ctx->tx_slot_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
-	len = (size_t)ctx->tx_depth * ctx->tx_slot_size;
-	ctx->tx_buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
-	ctx->tx_free = calloc(ctx->tx_depth, sizeof(*ctx->tx_free));
-	ctx->tx_wr = calloc(ctx->tx_depth, sizeof(*ctx->tx_wr));
-	ctx->tx_sge = calloc(ctx->tx_depth, sizeof(*ctx->tx_sge));
-	if (!ctx->tx_buf || !ctx->tx_free || !ctx->tx_wr || !ctx->tx_sge)
-		return -ENOMEM;
-	ret = ctx->ops->reg_mr(ctx->dev, ctx->tx_buf, len, &ctx->tx_mr);
-	if (ret < 0)
-		return ret;
-	for (i = 0; i < ctx->tx_depth; i++)
-		ctx->tx_free[i] = ctx->tx_depth - 1 - i;
-	ctx->tx_nfree = ctx->tx_depth;
-	if (ctx->tx_path == QPS_TX_PATH_DIRECT)
-		return qps_sq_mlx4_init(&ctx->sq, ctx->qp);
-	return 0;
+	sq->free[sq->nfree++] = slot;
+	sq->inflight--;
 }
 
-void qps_tx_fini(struct qps_ctx *ctx)
+/*
+ * The completion side of @sq's QP: every CQE returns its slot and, per
+ * poll batch, is counted for txq_select (errors and flushes too: a failed
+ * WR is no longer in flight). An error completion means the QP failed:
+ * its generation moves, so connected endpoints that cached it pick again.
+ */
+int qps_tx_reap_locked(struct qps_sq *sq)
 {
-	qps_db_fini(ctx);
-	if (ctx->tx_mr)
-		ctx->ops->dereg_mr(ctx->tx_mr);
-	free(ctx->tx_buf);
-	free(ctx->tx_free);
-	free(ctx->tx_wr);
-	free(ctx->tx_sge);
-}
-
-void qps_tx_slot_put(struct qps_ctx *ctx, uint32_t slot)
-{
-	ctx->tx_free[ctx->tx_nfree++] = slot;
-	ctx->tx_inflight--;
-}
-
-int qps_tx_reap_locked(struct qps_ctx *ctx)
-{
+	struct qps_ctx *ctx = sq->ctx;
 	struct ibv_wc wc[QPS_RX_POLL_BATCH];
+	bool failed = false;
 	int total = 0;
 	int n, i;
 
 	do {
-		n = ctx->ops->poll_cq(ctx->tx_cq, QPS_RX_POLL_BATCH, wc);
+		n = ctx->ops->poll_cq(sq->cq, QPS_RX_POLL_BATCH, wc);
 		if (n < 0)
 			return n;
 		for (i = 0; i < n; i++) {
 			if (wc[i].wr_id >= ctx->tx_depth) {
-				ctx->st.tx_errors++;
+				sq->st.errors++;
 				continue;
 			}
-			if (wc[i].status != IBV_WC_SUCCESS)
-				ctx->st.tx_errors++;
-			qps_tx_slot_put(ctx, (uint32_t)wc[i].wr_id);
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				sq->st.errors++;
+				failed = true;
+			}
+			qps_tx_slot_put(sq, (uint32_t)wc[i].wr_id);
 		}
+		if (n > 0 && qps_txq_complete(ctx->txq, (int)sq->idx,
+					      (uint32_t)n) < 0)
+			qps_log_dbg("send queue %u: %d completions beyond "
+				    "the posted count", sq->idx, n);
 		total += n;
 	} while (n == QPS_RX_POLL_BATCH);
+	if (failed)
+		qps_txq_qp_reset(ctx->txq, (int)sq->idx);
 	return total;
 }
 
-int qps_tx_flush_locked(struct qps_ctx *ctx)
+int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
 {
-	return qps_db_ring_locked(ctx, QPS_TXF_POLL);
+	int total = 0, ret, err = 0;
+	uint32_t i;
+
+	for (i = 0; i < ctx->nsq; i++) {
+		struct qps_sq *sq = &ctx->sq[i];
+
+		pthread_mutex_lock(&sq->lock);
+		qps_db_ring_locked(sq, cause);
+		ret = qps_tx_reap_locked(sq);
+		pthread_mutex_unlock(&sq->lock);
+		if (ret < 0 && !err)
+			err = ret;
+		else if (ret > 0)
+			total += ret;
+	}
+	return err ? err : total;
 }
 
 /* Room for one more WQE: a free slot and, direct, a free ring entry. */
-static bool qps_tx_room_locked(const struct qps_ctx *ctx)
+static bool qps_tx_room_locked(const struct qps_sq *sq)
 {
-	if (!ctx->tx_nfree)
+	if (!sq->nfree)
 		return false;
-	return ctx->tx_path != QPS_TX_PATH_DIRECT ||
-	       qps_sq_mlx4_room(&ctx->sq) > 0;
+	return sq->ctx->tx_path != QPS_TX_PATH_DIRECT ||
+	       qps_sq_mlx4_room(&sq->mlx4) > 0;
 }
 
-int qps_tx_xmit_locked(struct qps_ctx *ctx, uint32_t slot, uint32_t len,
-		       bool more)
+int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
+		       bool more, uint32_t *head)
 {
+	struct qps_ctx *ctx = sq->ctx;
 	int ret;
 
+	/* Counted before the WQE exists: a device that reads ahead may run
+	 * it before our doorbell, and a completion must never precede its
+	 * count (docs/txq_select.md). */
+	qps_txq_enqueue(ctx->txq, (int)sq->idx, 1, head);
 	if (ctx->tx_path == QPS_TX_PATH_DIRECT) {
-		ret = qps_sq_mlx4_write(&ctx->sq, ctx->tx_buf +
+		ret = qps_sq_mlx4_write(&sq->mlx4, sq->buf +
 					(size_t)slot * ctx->tx_slot_size, len,
 					ctx->tx_mr->lkey, slot, true);
 		if (ret < 0) {
-			qps_tx_slot_put(ctx, slot);
+			qps_txq_enqueue_cancel(ctx->txq, (int)sq->idx, 1);
+			qps_tx_slot_put(sq, slot);
 			return ret;
 		}
 	} else {
-		qps_sq_generic_put(ctx, slot, len);
+		qps_sq_generic_put(sq, slot, len);
 	}
-	ctx->tx_unrung++;
-	ctx->st.tx_wqes++;
+	sq->unrung++;
+	sq->st.wqes++;
 	if (!more)
-		ret = qps_db_ring_locked(ctx, QPS_TXF_SEND);
-	else if (!qps_tx_room_locked(ctx))
-		ret = qps_db_ring_locked(ctx, QPS_TXF_FULL);
+		ret = qps_db_ring_locked(sq, QPS_TXF_SEND);
+	else if (!qps_tx_room_locked(sq))
+		ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
 	else
 		ret = 0;
 	return ret < 0 ? ret : 0;
 }
 
-int qps_tx_end_locked(struct qps_ctx *ctx, bool more)
+int qps_tx_end_locked(struct qps_sq *sq, bool more)
 {
-	if (!ctx->tx_unrung)
+	if (!sq->unrung)
 		return 0;
 	if (more)
-		return qps_db_defer_locked(ctx);
-	return qps_db_ring_locked(ctx, QPS_TXF_SEND);
+		return qps_db_defer_locked(sq);
+	return qps_db_ring_locked(sq, QPS_TXF_SEND);
 }
 
 static uint64_t qps_now_ms(void)
@@ -143,24 +144,24 @@ static uint64_t qps_now_ms(void)
 }
 
 /*
- * A free slot, waiting (bounded by SNDTIMEO) when the endpoint may. A
- * postponed doorbell is rung first: the queue drains only once rung.
+ * A free slot of @sq, waiting (bounded by SNDTIMEO) when the endpoint
+ * may. A postponed doorbell is rung first: the queue drains only once
+ * rung.
  */
-static int qps_tx_slot_get_locked(struct qps_ep *ep, bool dontwait,
-				  uint32_t *slot)
+static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
+				  bool dontwait, uint32_t *slot)
 {
-	struct qps_ctx *ctx = ep->ctx;
 	uint64_t deadline = 0;
 	int ret;
 
-	while (!qps_tx_room_locked(ctx)) {
-		ret = qps_db_ring_locked(ctx, QPS_TXF_FULL);
+	while (!qps_tx_room_locked(sq)) {
+		ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
 		if (ret < 0)
 			return ret;
-		ret = qps_tx_reap_locked(ctx);
+		ret = qps_tx_reap_locked(sq);
 		if (ret < 0)
 			return ret;
-		if (qps_tx_room_locked(ctx))
+		if (qps_tx_room_locked(sq))
 			break;
 		if (dontwait)
 			return -EAGAIN;
@@ -170,33 +171,48 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, bool dontwait,
 			else if (qps_now_ms() >= deadline)
 				return -EAGAIN;
 		}
-		pthread_mutex_unlock(&ctx->tx_lock);
+		pthread_mutex_unlock(&sq->lock);
 		sched_yield();
-		pthread_mutex_lock(&ctx->tx_lock);
+		pthread_mutex_lock(&sq->lock);
 	}
-	*slot = ctx->tx_free[--ctx->tx_nfree];
-	ctx->tx_inflight++;
+	*slot = sq->free[--sq->nfree];
+	sq->inflight++;
 	return 0;
 }
 
-/* The connected peer's MAC, re-resolved once the route generation moved. */
-static int qps_tx_peer_mac_locked(struct qps_ep *ep, uint8_t mac[6])
+/*
+ * The connected peer's MAC, re-resolved once the route generation moved.
+ * Senders on two send queues may refresh it at once (the endpoint's
+ * cached pick changed between them): both store the same resolution, the
+ * MAC first and the generation last.
+ */
+static int qps_tx_peer_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
+				  uint64_t gen, uint8_t mac[6])
 {
-	uint64_t gen = qps_route_gen(ep->ctx);
 	int ret;
 
-	if (ep->peer_route_gen != gen) {
-		ret = qps_route_resolve(ep->ctx, ep->peer.sin_addr.s_addr,
-					ep->peer_mac);
-		if (ret < 0)
-			return ret;
-		ep->peer_route_gen = gen;
+	/* Acquire: pairs with the release below (a sender on another send
+	 * queue) and in qps_connect: the MAC stored before the generation
+	 * is the one this generation resolved, or a newer one. */
+	if (__atomic_load_n(&ep->peer_route_gen, __ATOMIC_ACQUIRE) == gen) {
+		qps_mac48_unpack(__atomic_load_n(&ep->peer_mac48,
+						 __ATOMIC_RELAXED), mac);
+		return 0;
 	}
-	memcpy(mac, ep->peer_mac, 6);
+	ret = qps_route_resolve(ep->ctx, sq->route, ep->peer.sin_addr.s_addr,
+				mac);
+	if (ret < 0)
+		return ret;
+	__atomic_store_n(&ep->peer_mac48, qps_mac48_pack(mac),
+			 __ATOMIC_RELAXED);
+	/* Release: pairs with the acquire above (this or another sender):
+	 * whoever sees @gen sees this MAC or a newer one. */
+	__atomic_store_n(&ep->peer_route_gen, gen, __ATOMIC_RELEASE);
 	return 0;
 }
 
-/* What can be said of a datagram before taking any lock. */
+/* What can be said of a datagram before taking any lock; @dst NULL is
+ * the connected peer. */
 static int qps_tx_check(const struct qps_ep *ep, const void *buf, size_t len,
 			const struct sockaddr_in *dst)
 {
@@ -204,58 +220,190 @@ static int qps_tx_check(const struct qps_ep *ep, const void *buf, size_t len,
 		return -EMSGSIZE;
 	if (!buf && len)
 		return -EFAULT;
-	if (dst->sin_port == 0)
+	if (dst && dst->sin_port == 0)
 		return -EINVAL;
 	return 0;
 }
 
-/* Build one checked datagram into a slot and hand it to the send queue. */
-static int qps_tx_one_locked(struct qps_ep *ep, const void *buf, size_t len,
-			     const struct sockaddr_in *dst, bool dontwait,
-			     bool more)
+/*
+ * The send queue a call holds, and every queue it has held: the doorbells
+ * a call postponed are dealt with at its end (qps_tx_run_end), so a batch
+ * rings each queue it wrote to once.
+ */
+struct qps_tx_run {
+	struct qps_ctx *ctx;
+	struct qps_sq *sq;	/* locked, or NULL */
+	uint64_t touched;	/* bit q: send queue q was held */
+};
+
+static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
+{
+	struct qps_sq *sq = &r->ctx->sq[q];
+
+	if (r->sq == sq)
+		return;
+	/* One send queue lock at a time: no order between them to keep. */
+	if (r->sq)
+		pthread_mutex_unlock(&r->sq->lock);
+	pthread_mutex_lock(&sq->lock);
+	r->sq = sq;
+	r->touched |= 1ull << q;
+}
+
+/* The end of a send call: every queue it held rings now or (@more) arms
+ * the bounded delay. Returns the first error. */
+static int qps_tx_run_end(struct qps_tx_run *r, bool more)
+{
+	uint64_t left = r->touched;
+	struct qps_sq *sq;
+	int ret = 0, err;
+	uint32_t q;
+
+	if (r->sq) {
+		ret = qps_tx_end_locked(r->sq, more);
+		left &= ~(1ull << r->sq->idx);
+		pthread_mutex_unlock(&r->sq->lock);
+		r->sq = NULL;
+	}
+	while (left) {
+		q = (uint32_t)__builtin_ctzll(left);
+		left &= left - 1;
+		sq = &r->ctx->sq[q];
+		pthread_mutex_lock(&sq->lock);
+		err = qps_tx_end_locked(sq, more);
+		pthread_mutex_unlock(&sq->lock);
+		if (err < 0 && ret >= 0)
+			ret = err;
+	}
+	return ret;
+}
+
+/*
+ * Hold the send queue of a connected endpoint: its cached pick, computed
+ * on the first send and after a reset (txq_select.h). The pick is
+ * confirmed under the queue's lock, because connect and disconnect change
+ * what it is computed from while holding every queue's lock; if it moved
+ * meanwhile, follow it.
+ */
+static int qps_tx_hold_peer(struct qps_ep *ep, struct qps_tx_run *r,
+			    uint64_t gen)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	/* Relaxed: only which lock to try first; the pick is decided by
+	 * qps_txq_pick_cached under that lock. */
+	int32_t q = atomic_load_explicit(&ep->txq_cache.qp,
+					 memory_order_relaxed);
+	int got;
+
+	if ((uint32_t)q >= ctx->nsq)	/* unset: compute under any lock */
+		q = r->sq ? (int32_t)r->sq->idx : 0;
+	for (;;) {
+		qps_tx_run_lock(r, (uint32_t)q);
+		if (!ep->connected)
+			return -EDESTADDRREQ;
+		got = qps_txq_pick_cached(ctx->txq, &ep->txq_cache, gen,
+					  &ep->txq_tuple);
+		if (got == q)
+			return 0;
+		q = got;
+	}
+}
+
+/*
+ * Hold the send queue of an unconnected send to @dst: the flow table's
+ * pick for the flow (in-flight rule included). A flow that stays on its
+ * QP only because packets there have not completed gets that QP reaped
+ * and is picked again: completions count only once reaped, and a sender
+ * that never polls would otherwise keep the flow on the old QP until the
+ * QP fills up.
+ */
+static void qps_tx_hold_flow(struct qps_ep *ep, const struct sockaddr_in *dst,
+			     struct qps_tx_run *r, uint32_t *hash)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	struct qps_txq_tuple t = {
+		.saddr = ctx->info.addr.s_addr,
+		.daddr = dst->sin_addr.s_addr,
+		.sport = ep->local.sin_port,
+		.dport = dst->sin_port,
+	};
+	bool held;
+
+	*hash = qps_txq_flow_hash(ctx->txq, &t);
+	qps_tx_run_lock(r, (uint32_t)qps_txq_pick_flow_held(ctx->txq, *hash,
+							    &held));
+	if (held && qps_tx_reap_locked(r->sq) > 0)
+		qps_tx_run_lock(r, (uint32_t)qps_txq_pick_flow(ctx->txq,
+							       *hash));
+}
+
+/*
+ * Build one checked datagram to @dst (NULL: the connected peer) in a slot
+ * of the send queue picked for it and hand it to that queue.
+ */
+static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
+		      const void *buf, size_t len,
+		      const struct sockaddr_in *dst, bool dontwait, bool more)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct qps_frame_hdr h;
+	struct sockaddr_in to;
+	struct qps_sq *sq;
+	uint32_t slot, head, hash = 0;
 	uint8_t *frame;
-	uint32_t slot;
 	int ret;
 
 	memset(&h, 0, sizeof(h));
-	if (dst == &ep->peer)
-		ret = qps_tx_peer_mac_locked(ep, h.dst_mac);
-	else
-		ret = qps_route_resolve(ctx, dst->sin_addr.s_addr, h.dst_mac);
+	if (!dst) {
+		uint64_t gen = qps_route_gen(ctx);
+
+		ret = qps_tx_hold_peer(ep, r, gen);
+		if (ret < 0)
+			return ret;
+		to = ep->peer;		/* stable while we hold the queue */
+		ret = qps_tx_peer_mac_locked(ep, r->sq, gen, h.dst_mac);
+	} else {
+		qps_tx_hold_flow(ep, dst, r, &hash);
+		to = *dst;
+		ret = qps_route_resolve(ctx, r->sq->route, to.sin_addr.s_addr,
+					h.dst_mac);
+	}
 	if (ret < 0)
 		return ret;
-	ret = qps_tx_slot_get_locked(ep, dontwait, &slot);
+	sq = r->sq;
+	ret = qps_tx_slot_get_locked(ep, sq, dontwait, &slot);
 	if (ret < 0)
 		return ret;
 
 	memcpy(h.src_mac, ctx->info.mac, 6);
 	h.saddr = ctx->info.addr.s_addr;
-	h.daddr = dst->sin_addr.s_addr;
+	h.daddr = to.sin_addr.s_addr;
 	h.sport = ep->local.sin_port;
-	h.dport = dst->sin_port;
-	h.ip_id = htons(ctx->ip_id++);
-	frame = ctx->tx_buf + (size_t)slot * ctx->tx_slot_size;
+	h.dport = to.sin_port;
+	h.ip_id = htons(sq->ip_id++);
+	frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
 	if (len)
 		memcpy(frame + QPS_HDRS_LEN, buf, len);
 	ret = qps_frame_build(frame, &h, len);
 	if (ret >= 0)
-		ret = qps_tx_xmit_locked(ctx, slot, (uint32_t)ret, more);
+		ret = qps_tx_xmit_locked(sq, slot, (uint32_t)ret, more, &head);
 	else
-		qps_tx_slot_put(ctx, slot);
+		qps_tx_slot_put(sq, slot);
 	if (ret < 0)
 		return ret;
-	ctx->st.tx_packets++;
-	ctx->st.tx_bytes += len;
+	/* The flow's last packet on this QP: it may leave the QP once the
+	 * completions pass this head. */
+	if (dst)
+		qps_txq_flow_commit(ctx->txq, hash, (int)sq->idx, head);
+	sq->st.packets++;
+	sq->st.bytes += len;
 	return 0;
 }
 
 static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
 			       int flags, const struct sockaddr_in *dst)
 {
-	struct qps_ctx *ctx = ep->ctx;
+	struct qps_tx_run run = { .ctx = ep->ctx };
 	bool more = flags & QPS_MSG_MORE;
 	int ret, end;
 
@@ -267,12 +415,9 @@ static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
 	ret = qps_ep_autobind(ep);
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&ctx->tx_lock);
-	ret = qps_tx_one_locked(ep, buf, len, dst,
-				ep->nonblock || (flags & QPS_MSG_DONTWAIT),
-				more);
-	end = qps_tx_end_locked(ctx, more);
-	pthread_mutex_unlock(&ctx->tx_lock);
+	ret = qps_tx_one(ep, &run, buf, len, dst,
+			 ep->nonblock || (flags & QPS_MSG_DONTWAIT), more);
+	end = qps_tx_run_end(&run, more);
 	if (ret == 0 && end < 0)
 		ret = end;
 	return ret < 0 ? ret : (ssize_t)len;
@@ -287,17 +432,17 @@ ssize_t qps_send(struct qps_ep *ep, const void *buf, size_t len, int flags)
 		return ret;
 	if (!ep->connected)
 		return -EDESTADDRREQ;
-	return qps_tx_datagram(ep, buf, len, flags, &ep->peer);
+	return qps_tx_datagram(ep, buf, len, flags, NULL);
 }
 
-/* The destination of a datagram: @dest, or the connected peer. */
+/* The destination of a datagram: @dest, or NULL for the connected peer. */
 static int qps_tx_dest(struct qps_ep *ep, const struct sockaddr *dest,
 		       socklen_t dest_len, const struct sockaddr_in **dst)
 {
 	if (!dest) {
 		if (!ep->connected)
 			return -EDESTADDRREQ;
-		*dst = &ep->peer;
+		*dst = NULL;
 		return 0;
 	}
 	return qps_sin_check(dest, dest_len, dst);
@@ -319,8 +464,8 @@ ssize_t qps_sendto(struct qps_ep *ep, const void *buf, size_t len, int flags,
 }
 
 /* One message of a batch; @more: the doorbell may wait after it. */
-static int qps_tx_msg_locked(struct qps_ep *ep, const struct qps_msg *m,
-			     bool dontwait, bool more)
+static int qps_tx_msg(struct qps_ep *ep, struct qps_tx_run *r,
+		      const struct qps_msg *m, bool dontwait, bool more)
 {
 	const struct sockaddr_in *dst;
 	int ret;
@@ -333,18 +478,18 @@ static int qps_tx_msg_locked(struct qps_ep *ep, const struct qps_msg *m,
 	ret = qps_tx_check(ep, m->buf, m->len, dst);
 	if (ret < 0)
 		return ret;
-	/* Lock order tx_lock -> rx_lock: binding takes rx_lock. */
+	/* Lock order: a send queue's lock, then ctl_lock (autobind). */
 	ret = qps_ep_autobind(ep);
 	if (ret < 0)
 		return ret;
-	return qps_tx_one_locked(ep, m->buf, m->len, dst, dontwait, more);
+	return qps_tx_one(ep, r, m->buf, m->len, dst, dontwait, more);
 }
 
 int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,
 		 int flags)
 {
 	QPS_ERRNO_GUARD;
-	struct qps_ctx *ctx;
+	struct qps_tx_run run;
 	bool more = flags & QPS_MSG_MORE;
 	bool dontwait;
 	unsigned int i, j;
@@ -358,20 +503,18 @@ int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,
 		return 0;
 	if (!msgs)
 		return -EFAULT;
-	ctx = ep->ctx;
+	run = (struct qps_tx_run){ .ctx = ep->ctx };
 	dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
-	pthread_mutex_lock(&ctx->tx_lock);
 	for (i = 0; i < n; i++) {
-		ret = qps_tx_msg_locked(ep, &msgs[i], dontwait,
-					more || i + 1 < n);
+		ret = qps_tx_msg(ep, &run, &msgs[i], dontwait,
+				 more || i + 1 < n);
 		msgs[i].result = ret < 0 ? ret : (ssize_t)msgs[i].len;
 		if (ret < 0)
 			break;
 	}
 	for (j = i + 1; j < n; j++)
 		msgs[j].result = -ECANCELED;
-	ret = qps_tx_end_locked(ctx, more);
-	pthread_mutex_unlock(&ctx->tx_lock);
+	ret = qps_tx_run_end(&run, more);
 	if (ret < 0 && i == n) {
 		/* The last doorbell failed: its chain is in tx_errors. */
 		msgs[n - 1].result = ret;

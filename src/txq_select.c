@@ -379,11 +379,19 @@ static bool qps_txq_drained(struct qps_txq_sel *sel, uint32_t qp,
 
 int qps_txq_pick_flow(struct qps_txq_sel *sel, uint32_t hash)
 {
+	return qps_txq_pick_flow_held(sel, hash, NULL);
+}
+
+int qps_txq_pick_flow_held(struct qps_txq_sel *sel, uint32_t hash,
+			   bool *held)
+{
 	_Atomic uint64_t *slot = &sel->flows[hash & sel->flow_mask];
 	uint32_t want = qps_txq_policy(sel, hash);
 	uint32_t cur, base;
 	uint64_t e;
 
+	if (held)
+		*held = false;
 	/*
 	 * Entries are read and replaced whole (64-bit relaxed atomics), so a
 	 * reader never sees half an update; a qp field out of range reads as
@@ -399,6 +407,8 @@ int qps_txq_pick_flow(struct qps_txq_sel *sel, uint32_t hash)
 		if (cur < sel->nqp && sel->inflight_rule &&
 		    !qps_txq_drained(sel, cur, qps_txq_ent_head(e))) {
 			qps_txq_count(sel, QPS_TXQ_CTR_FLOW_DEFERRED);
+			if (held)
+				*held = true;
 			return (int)cur;
 		}
 		/* Provisional head: nothing of this flow is on @want yet, and

@@ -265,6 +265,16 @@ int qps_txq_pick_hash(struct qps_txq_sel *sel, const struct qps_txq_tuple *t);
  */
 int qps_txq_pick_flow(struct qps_txq_sel *sel, uint32_t hash);
 
+/*
+ * qps_txq_pick_flow_held - qps_txq_pick_flow, and *@held tells whether the
+ * flow stays on the returned QP only because its packets there have not
+ * completed (a deferred move). Completions are counted when the caller
+ * reaps them; a caller that can reap that QP now may do so and pick again
+ * (the second pick counts as a new decision: a move, or another deferral).
+ */
+int qps_txq_pick_flow_held(struct qps_txq_sel *sel, uint32_t hash,
+			   bool *held);
+
 /* Record @head (from qps_txq_enqueue) as flow @hash's last packet on @qp:
  * 1 when the entry now holds @qp with a head at or after @head, 0 when it
  * had meanwhile been moved to another QP (left alone), -EINVAL for a bad

@@ -552,6 +552,53 @@ static void test_no_bypass_past_queued(void)
 	qps_prio_destroy(b);
 }
 
+/* A producer descheduled between claim and publish: alone in its band it
+ * is a send in progress and does not stop others' bypass; with items
+ * queued behind it, those may be finished sends, so no bypass until they
+ * are out. Its band waits for it, the other bands do not. */
+static void test_unpublished_claim(void)
+{
+	static struct sink s;
+	struct qps_prio_stats st;
+	struct qps_mpsc *r1;
+	struct qps_prio *b;
+	void *x = mk(0, 9, 100);
+	uint64_t pos = 0;
+
+	sink_reset(&s);
+	b = mk_bands(&s, 16, 0);
+	CU_ASSERT_FATAL(b != NULL);
+	r1 = qps_prio_test_ring(b, 1);
+	CU_ASSERT_FATAL(r1 != NULL);
+	CU_ASSERT(qps_prio_test_ring(b, QPS_PRIO_BANDS) == NULL);
+	EQ(qps_mpsc_claim(r1, 1, &pos), 0);	/* X: prio 0, band 1 */
+	EQ(qps_prio_kick(b), 0);
+	EQ(qps_prio_enqueue(b, mk(1, 0, 1), 1, 1), 0);	/* band 2 */
+	EQ(qps_prio_enqueue(b, mk(0, 0, 2), 0, 1), 0);	/* band 1 */
+	EQ(s.nlog, 2);
+	qps_prio_stats(b, &st);
+	EQ(st.band[2].bypassed, 1);
+	EQ(st.band[1].bypassed, 1);
+
+	qps_prio_pause(b);
+	EQ(qps_prio_enqueue(b, mk(0, 0, 3), 0, 1), 0);	/* behind X */
+	EQ(qps_prio_resume(b), 0);
+	EQ(qps_prio_enqueue(b, mk(1, 0, 4), 1, 1), 0);	/* no bypass */
+	EQ(s.nlog, 3);
+	EQ(tag_seq(s.log[2]), 4);
+	qps_prio_stats(b, &st);
+	EQ(st.band[2].bypassed, 1);
+	EQ(st.band[2].dequeued, 1);
+
+	qps_mpsc_publish(r1, pos, &x, NULL, 1);		/* X resumes */
+	EQ(qps_prio_kick(b), 2);
+	EQ(s.nlog, 5);
+	EQ(tag_seq(s.log[3]), 100);
+	EQ(tag_seq(s.log[4]), 3);
+	EQ(qps_prio_pending(b), 0);
+	qps_prio_destroy(b);
+}
+
 /* Partial posts and errors: the rest stays at the head, in order, and a
  * kick sends it; nothing lost, nothing twice. */
 static void test_post_failure(void)
@@ -959,6 +1006,7 @@ static CU_TestInfo tests[] = {
 	{ "bands: bypass for a lone sender", test_bypass },
 	{ "bands: strict priority, bursts, more hint", test_strict_priority },
 	{ "bands: no bypass past queued items", test_no_bypass_past_queued },
+	{ "bands: unpublished claim and bypass", test_unpublished_claim },
 	{ "bands: partial post and errors keep items", test_post_failure },
 	{ "bands: full band and counters", test_full_band },
 	{ "bands: bounded wait", test_enqueue_wait },

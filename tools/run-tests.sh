@@ -12,8 +12,9 @@
 #   ctest-asan  ctest --output-on-failure in build-asan
 #   build-tsan  build-tsan -DQPS_SANITIZE=thread, only the suites whose
 #               receive paths race on purpose (test_mcast), the
-#               lockless send queues (test_prio) and the doorbell
-#               flusher thread (test_doorbell)
+#               lockless send queues (test_prio), the doorbell
+#               flusher thread (test_doorbell) and concurrent senders
+#               on one flow table (test_txq_e2e)
 #   ctest-tsan  those suites under ThreadSanitizer
 #   install     cmake --install into a temporary prefix, then a consumer
 #               built with find_package(qpsock) and one with pkg-config
@@ -159,7 +160,7 @@ ctest_asan() {
 # ThreadSanitizer: only the suites that race on purpose are built and run.
 # No -Werror here: GCC warns that TSan does not model
 # atomic_thread_fence (the -Werror build above checks warnings).
-tsan_suites=(test_mcast test_prio test_doorbell)
+tsan_suites=(test_mcast test_prio test_doorbell test_txq_e2e)
 tsan_build() {
 	cmake -S . -B build-tsan -DQPS_SANITIZE=thread \
 		-DCMAKE_BUILD_TYPE=Debug -DQPS_ENABLE_WERROR=OFF

@@ -43,6 +43,21 @@ enum qps_ctx_attr_mask {
 	QPS_CTX_ATTR_MAX_EP = 1 << 5,
 	QPS_CTX_ATTR_TX_PATH = 1 << 6,
 	QPS_CTX_ATTR_DB_DELAY = 1 << 7,
+	QPS_CTX_ATTR_NUM_TXQ = 1 << 8,
+	QPS_CTX_ATTR_TXQ_POLICY = 1 << 9,
+	QPS_CTX_ATTR_TXQ_FLOWS = 1 << 10,
+};
+
+/*
+ * How a context picks the send QP of a flow (struct qps_ctx_attr
+ * txq_policy). A connected endpoint keeps its pick until its destination
+ * is reset; an unconnected flow follows the policy only once its packets
+ * on the old QP have completed, so a change of pick never reorders it.
+ */
+enum qps_tx_policy {
+	QPS_TX_POLICY_HASH = 0,	/* flow hash over the send QPs */
+	QPS_TX_POLICY_CPU = 1,	/* the sender's current CPU (like XPS) */
+	QPS_TX_POLICY_THREAD = 2, /* one QP per sending thread, round-robin */
 };
 
 /**
@@ -54,12 +69,17 @@ enum qps_ctx_attr_mask {
  *	verbs: RDMA device name.
  * @addr: local IPv4 address. emu: default is the first free address of the
  *	wire's 198.18.0.0/24 (the benchmarking range; nothing leaves the wire).
- * @tx_depth: send queue depth in WQEs (default 256, max 4096).
+ * @tx_depth: depth of each send queue in WQEs (default 256, max 4096).
  * @rx_depth: receive buffers kept posted (default 256, max 4096).
  * @max_ep: endpoints the context can hold at once (default 1024).
  * @tx_path: enum qps_tx_path (default QPS_TX_PATH_AUTO, or $QPS_TX_PATH).
  * @db_delay_us: the longest a postponed doorbell waits in us (default
  *	QPS_DB_DELAY_DEFAULT_US; 0 = never past the end of a send call).
+ * @num_txq: send QPs, a power of two 1..64 (default: the number of CPUs
+ *	rounded down to a power of two, at most 8). Each has @tx_depth WQEs.
+ * @txq_policy: enum qps_tx_policy (default QPS_TX_POLICY_HASH).
+ * @txq_flows: flow table entries for unconnected sends, a power of two up
+ *	to 2^24 (default 4096).
  */
 struct qps_ctx_attr {
 	uint64_t comp_mask;
@@ -71,6 +91,9 @@ struct qps_ctx_attr {
 	uint32_t max_ep;
 	uint32_t tx_path;
 	uint32_t db_delay_us;
+	uint32_t num_txq;
+	uint32_t txq_policy;
+	uint32_t txq_flows;
 };
 
 /**
@@ -167,6 +190,16 @@ struct qps_stats {
 	uint64_t tx_flush_close;	/* forced: endpoint close, destroy */
 	uint64_t tx_flush_full;		/* forced: send queue full mid-burst */
 	uint64_t tx_flush_timer;	/* forced: bounded delay expired */
+	/* send path: send-QP selection */
+	uint64_t tx_queues;		/* gauge: send QPs of the context */
+	uint64_t txq_picks_cached;	/* connected send: the cached QP */
+	uint64_t txq_picks_computed;	/* QP computed: hash and policy */
+	uint64_t txq_flows_new;		/* flow table: new flow placed */
+	uint64_t txq_flow_moves;	/* flow moved: old QP had drained */
+	uint64_t txq_flow_deferred;	/* move refused: packets in flight */
+	uint64_t txq_resets_connect;	/* cached QP dropped: (re/dis)connect */
+	uint64_t txq_resets_route;	/* cached QP dropped: route change */
+	uint64_t txq_resets_qp;		/* cached QP dropped: QP error */
 	/* multicast and demultiplexing: each valid datagram (rx_bad[0]) is
 	 * counted once, in rx_demux_* or in rx_no_endpoint */
 	uint64_t rx_demux_early;	/* group rule with one subscriber */
@@ -332,8 +365,9 @@ struct qps_msg {
 };
 
 /**
- * qps_sendmmsg - send @n datagrams in order, ringing the doorbell once
- * (plus once each time the send queue fills). Stops at the first message
+ * qps_sendmmsg - send @n datagrams in order, ringing the doorbell of each
+ * send queue they went to once (plus once each time a send queue fills);
+ * each flow keeps its order. Stops at the first message
  * that fails. Returns the number accepted, or that message's -errno when
  * it is the first. @flags: QPS_MSG_DONTWAIT, QPS_MSG_MORE (the doorbell of
  * the last message is postponed too). -EINVAL for other flags or @n above
@@ -343,8 +377,8 @@ int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,
 		 int flags);
 
 /**
- * qps_ctx_flush - ring the context's postponed doorbell now. Returns the
- * number of datagrams it released (0 when none was waiting).
+ * qps_ctx_flush - ring the context's postponed doorbells (every send queue)
+ * now. Returns the number of datagrams released (0 when none was waiting).
  */
 int qps_ctx_flush(struct qps_ctx *ctx);
 

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Send queue lifetime: each of a context's send queues gets its CQ, a
+ * raw-packet QP, its slice of the registered slot buffer, a free-slot
+ * stack and WRs, and on the direct path the mlx4 ring. Send queue 0's QP
+ * also receives into ctx->rx_cq; the others have no receive queue
+ * (max_recv_wr 0), and name their own send CQ as receive CQ because
+ * some providers (packet, libibverbs) refuse a QP without one.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sq.h"
+
+static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
+{
+	struct qps_qp_init_attr qa;
+	uint32_t i;
+	int ret;
+
+	sq->ctx = ctx;
+	sq->idx = idx;
+	ret = pthread_mutex_init(&sq->lock, NULL);
+	if (ret)
+		return -ret;
+	sq->lock_init = true;
+	ret = ctx->ops->create_cq(ctx->dev, (int)ctx->tx_depth, &sq->cq);
+	if (ret < 0)
+		return ret;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_RAW_PACKET;
+	qa.send_cq = sq->cq;
+	qa.cap.max_send_wr = ctx->tx_depth;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_inline_data = ctx->info.max_inline;
+	if (idx == 0) {
+		qa.recv_cq = ctx->rx_cq;
+		qa.cap.max_recv_wr = ctx->rx_depth;
+		qa.cap.max_recv_sge = 1;
+	} else {
+		qa.recv_cq = sq->cq;
+	}
+	ret = ctx->ops->create_qp(ctx->dev, &qa, &sq->qp);
+	if (ret < 0)
+		return ret;
+
+	sq->buf = ctx->tx_buf +
+		  (size_t)idx * ctx->tx_depth * ctx->tx_slot_size;
+	sq->free = calloc(ctx->tx_depth, sizeof(*sq->free));
+	sq->wr = calloc(ctx->tx_depth, sizeof(*sq->wr));
+	sq->sge = calloc(ctx->tx_depth, sizeof(*sq->sge));
+	if (!sq->free || !sq->wr || !sq->sge)
+		return -ENOMEM;
+	for (i = 0; i < ctx->tx_depth; i++)
+		sq->free[i] = ctx->tx_depth - 1 - i;
+	sq->nfree = ctx->tx_depth;
+	/* IP IDs only have to differ between recent datagrams of one
+	 * (source, destination) pair; spreading the queues' starting points
+	 * keeps a flow that moves from repeating its recent IDs. */
+	sq->ip_id = (uint16_t)(idx * (65536u / ctx->nsq));
+	if (ctx->tx_path == QPS_TX_PATH_DIRECT)
+		return qps_sq_mlx4_init(&sq->mlx4, sq->qp);
+	return 0;
+}
+
+int qps_sqs_create(struct qps_ctx *ctx)
+{
+	size_t len;
+	uint32_t i;
+	int ret;
+
+	ctx->tx_slot_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
+	len = (size_t)ctx->nsq * ctx->tx_depth * ctx->tx_slot_size;
+	len = (len + 4095) & ~(size_t)4095;
+	ctx->tx_buf = aligned_alloc(4096, len);
+	ctx->sq = aligned_alloc(QPS_CACHELINE, ctx->nsq * sizeof(*ctx->sq));
+	if (!ctx->tx_buf || !ctx->sq)
+		return -ENOMEM;
+	memset(ctx->sq, 0, ctx->nsq * sizeof(*ctx->sq));
+	ret = ctx->ops->reg_mr(ctx->dev, ctx->tx_buf, len, &ctx->tx_mr);
+	if (ret < 0)
+		return ret;
+	for (i = 0; i < ctx->nsq; i++) {
+		ret = qps_sq_open(ctx, &ctx->sq[i], i);
+		if (ret < 0)
+			return ret;
+	}
+	ctx->qp = ctx->sq[0].qp;
+	return 0;
+}
+
+void qps_sqs_destroy(struct qps_ctx *ctx)
+{
+	const struct qps_provider_ops *ops = ctx->ops;
+	uint32_t i;
+
+	for (i = 0; ctx->sq && i < ctx->nsq; i++) {
+		struct qps_sq *sq = &ctx->sq[i];
+
+		if (sq->qp)
+			ops->destroy_qp(sq->qp);
+		if (sq->cq)
+			ops->destroy_cq(sq->cq);
+		free(sq->free);
+		free(sq->wr);
+		free(sq->sge);
+		if (sq->lock_init)
+			pthread_mutex_destroy(&sq->lock);
+	}
+	free(ctx->sq);
+	ctx->sq = NULL;
+	ctx->qp = NULL;
+	if (ctx->tx_mr)
+		ops->dereg_mr(ctx->tx_mr);
+	ctx->tx_mr = NULL;
+	free(ctx->tx_buf);
+	ctx->tx_buf = NULL;
+}
+
+void qps_sq_lock_all(struct qps_ctx *ctx)
+{
+	uint32_t i;
+
+	for (i = 0; i < ctx->nsq; i++)
+		pthread_mutex_lock(&ctx->sq[i].lock);
+}
+
+void qps_sq_unlock_all(struct qps_ctx *ctx)
+{
+	uint32_t i = ctx->nsq;
+
+	while (i--)
+		pthread_mutex_unlock(&ctx->sq[i].lock);
+}
