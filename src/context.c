@@ -423,6 +423,26 @@ static void qps_ctx_stats_sq(struct qps_ctx *ctx, struct qps_stats *all)
 	}
 }
 
+/* Priority bands: snapshots, approximate while threads send. */
+static void qps_ctx_stats_bands(struct qps_ctx *ctx, struct qps_stats *all)
+{
+	struct qps_prio_stats ps;
+	unsigned int b;
+	uint32_t i;
+
+	for (i = 0; i < ctx->nsq; i++) {
+		if (qps_prio_stats(ctx->sq[i].prio, &ps) < 0)
+			continue;
+		for (b = 0; b < QPS_PRIO_BANDS; b++) {
+			all->tx_band_enqueued[b] += ps.band[b].enqueued;
+			all->tx_band_bypassed[b] += ps.band[b].bypassed;
+			all->tx_band_drops[b] += ps.band[b].drops;
+			all->tx_band_depth[b] += ps.band[b].depth;
+			all->tx_band_bytes[b] += ps.band[b].bytes;
+		}
+	}
+}
+
 /* Send-QP selection: summed over its per-thread shards. */
 static void qps_ctx_stats_txq(struct qps_ctx *ctx, struct qps_stats *all)
 {
@@ -458,6 +478,7 @@ int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
 	pthread_mutex_unlock(&ctx->rx_lock);
 	qps_ctx_stats_sq(ctx, &all);
 	qps_ctx_stats_txq(ctx, &all);
+	qps_ctx_stats_bands(ctx, &all);
 
 	memset(&dc, 0, sizeof(dc));
 	if (ctx->ops->counters(ctx->dev, &dc) == 0) {

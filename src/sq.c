@@ -13,6 +13,28 @@
 
 #include "sq.h"
 
+/*
+ * The priority bands of @sq, all their ring memory allocated now: the send
+ * path never allocates. Each band holds at most QPS_PRIO_DEFAULT_DEPTH
+ * slots, fewer when the queue has fewer slots (a parked item holds one).
+ */
+static int qps_sq_prio_open(struct qps_ctx *ctx, struct qps_sq *sq)
+{
+	struct qps_prio_cfg cfg = {
+		.post = qps_tx_prio_post,
+		.idle = qps_tx_prio_idle,
+		.arg = sq,
+	};
+	uint32_t depth = QPS_PRIO_DEFAULT_DEPTH;
+	unsigned int b;
+
+	while (depth > 2 && depth > ctx->tx_depth)
+		depth >>= 1;
+	for (b = 0; b < QPS_PRIO_BANDS; b++)
+		cfg.depth[b] = depth;
+	return qps_prio_create(&cfg, &sq->prio);
+}
+
 static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 {
 	struct qps_qp_init_attr qa;
@@ -51,8 +73,12 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	sq->free = calloc(ctx->tx_depth, sizeof(*sq->free));
 	sq->wr = calloc(ctx->tx_depth, sizeof(*sq->wr));
 	sq->sge = calloc(ctx->tx_depth, sizeof(*sq->sge));
-	if (!sq->free || !sq->wr || !sq->sge)
+	sq->meta = calloc(ctx->tx_depth, sizeof(*sq->meta));
+	if (!sq->free || !sq->wr || !sq->sge || !sq->meta)
 		return -ENOMEM;
+	ret = qps_sq_prio_open(ctx, sq);
+	if (ret < 0)
+		return ret;
 	for (i = 0; i < ctx->tx_depth; i++)
 		sq->free[i] = ctx->tx_depth - 1 - i;
 	sq->nfree = ctx->tx_depth;
@@ -99,6 +125,9 @@ void qps_sqs_destroy(struct qps_ctx *ctx)
 	for (i = 0; ctx->sq && i < ctx->nsq; i++) {
 		struct qps_sq *sq = &ctx->sq[i];
 
+		/* Parked slots die with the slot buffer below. */
+		if (sq->prio)
+			qps_prio_destroy(sq->prio);
 		if (sq->qp)
 			ops->destroy_qp(sq->qp);
 		if (sq->cq)
@@ -106,6 +135,7 @@ void qps_sqs_destroy(struct qps_ctx *ctx)
 		free(sq->free);
 		free(sq->wr);
 		free(sq->sge);
+		free(sq->meta);
 		if (sq->lock_init)
 			pthread_mutex_destroy(&sq->lock);
 	}

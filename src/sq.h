@@ -14,6 +14,12 @@
  * context (connect, close, destroy, stats) take the locks one by one, or
  * all of them in index order (qps_sq_lock_all), before ctl_lock and
  * rx_lock. A sender holds one send queue's lock at a time.
+ *
+ * Priority bands: a sender builds its frame under sq->lock, releases it
+ * and hands the slot to sq->prio lock-free; the band owner's post callback
+ * (qps_tx_prio_post) takes sq->lock to write the WQEs. So the bands are
+ * never entered (enqueue, kick, resume) with sq->lock held: the callback
+ * would deadlock on it.
  */
 #ifndef QPS_SQ_H
 #define QPS_SQ_H
@@ -22,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "prio_bands.h"
 #include "qps_int.h"
 
 /* Send-path counters of one send queue (struct qps_stats tx_*). */
@@ -35,6 +42,22 @@ struct qps_sq_stats {
 	uint64_t flush[QPS_TXF_MAX];	/* why the doorbell was rung */
 };
 
+/*
+ * What the band owner needs to post a parked slot, written by its producer
+ * under sq->lock before the slot enters a band and read by the owner under
+ * sq->lock: the lock orders the two.
+ */
+#define QPS_TXM_FLOW 1u		/* unconnected: commit the flow's head */
+#define QPS_TXM_MORE 2u		/* another frame of the same call follows */
+
+struct qps_tx_meta {
+	uint32_t len;			/* frame bytes */
+	uint32_t bytes;			/* payload bytes (tx_bytes) */
+	uint32_t hash;			/* flow hash, with QPS_TXM_FLOW */
+	uint32_t flags;
+	const void *who;		/* the producing thread's token */
+};
+
 struct qps_sq {
 	/* Fixed after creation. */
 	struct qps_ctx *ctx;
@@ -43,9 +66,14 @@ struct qps_sq {
 	struct qps_cq *cq;		/* send completions of qp only */
 	uint8_t *buf;			/* ctx->tx_depth slots in ctx->tx_mr */
 	bool lock_init;
+	/* Priority bands: producers enqueue slot indexes (+1) without
+	 * sq->lock; the band owner posts them, taking sq->lock in its post
+	 * callback (tx.c qps_tx_prio_post). */
+	struct qps_prio *prio;
 
 	pthread_mutex_t lock;
 	uint32_t *free;			/* stack of free slot indexes */
+	struct qps_tx_meta *meta;	/* per slot: see struct qps_tx_meta */
 	uint32_t nfree;
 	uint32_t inflight;		/* posted, not completed */
 	uint32_t unrung;		/* WQEs written since the last doorbell */
@@ -62,11 +90,21 @@ struct qps_sq {
 	struct qps_sq_stats st;
 } __attribute__((aligned(QPS_CACHELINE)));
 
+/* The priority bands of send queue @q (tests: pause, resume, hooks). */
+static inline struct qps_prio *qps_sq_prio(struct qps_ctx *ctx, uint32_t q)
+{
+	return q < ctx->nsq ? ctx->sq[q].prio : NULL;
+}
+
 /* sq.c: lifetime */
 /* ctx->nsq send queues: QPs, CQs, slots; on failure ctx->sq may be left
  * partly built for qps_sqs_destroy. Needs ctx->rx_cq (QP 0 receives). */
 int qps_sqs_create(struct qps_ctx *ctx);
 void qps_sqs_destroy(struct qps_ctx *ctx);
+
+/* tx.c: the band callbacks (sq.c creates the bands); take sq->lock */
+int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more);
+int qps_tx_prio_idle(void *arg);
 
 /* tx.c: under sq->lock */
 int qps_tx_reap_locked(struct qps_sq *sq);

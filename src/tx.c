@@ -2,12 +2,17 @@
 /*
  * Send path: pick the send queue of each datagram (txq_select.c: the
  * cached pick of a connected endpoint, the flow table for the others),
- * build the frame in one of that queue's registered slots and hand it to
- * the queue, direct (sq_mlx4.c) or as a WR chain (sq_generic.c). "More
- * follows" (QPS_MSG_MORE, the rest of a qps_sendmmsg batch) lets the
- * doorbell wait; doorbell.c decides when it is rung. A slot returns to
- * its queue's free stack when its send completes, and the completion is
- * counted for the flow table's in-flight rule.
+ * build the frame in one of that queue's registered slots (under sq->lock)
+ * and hand the slot, without the lock, to the queue's priority band
+ * (prio_bands.c); the band owner posts it, direct (sq_mlx4.c) or as a WR
+ * chain (sq_generic.c), taking sq->lock in the post callback. Lock-free:
+ * the hand-over and the choice of the one transmitter; under sq->lock:
+ * slots, frame build, WQEs, doorbell, reaping (docs/prio_queues.md,
+ * "Integration"). "More follows" (QPS_MSG_MORE, the rest of a
+ * qps_sendmmsg batch) lets the doorbell wait; doorbell.c decides when it
+ * is rung. A slot returns to its queue's free stack when its send
+ * completes, and the completion is counted for the flow table's in-flight
+ * rule.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,7 +24,9 @@
 #include "sq.h"
 
 #define QPS_TX_FLAGS (QPS_MSG_DONTWAIT | QPS_MSG_MORE)
-#define QPS_PRIO_MAX 15
+
+/* Its address tells the band owner whether it posts its own frame. */
+static _Thread_local char qps_tx_self;
 
 void qps_tx_slot_put(struct qps_sq *sq, uint32_t slot)
 {
@@ -111,6 +118,9 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 					(size_t)slot * ctx->tx_slot_size, len,
 					ctx->tx_mr->lkey, slot, true);
 		if (ret < 0) {
+			/* Posted by the band owner after its sender returned:
+			 * tx_errors is where the loss shows. */
+			sq->st.errors++;
 			qps_txq_enqueue_cancel(ctx->txq, (int)sq->idx, 1);
 			qps_tx_slot_put(sq, slot);
 			return ret;
@@ -136,6 +146,77 @@ int qps_tx_end_locked(struct qps_sq *sq, bool more)
 	if (more)
 		return qps_db_defer_locked(sq);
 	return qps_db_ring_locked(sq, QPS_TXF_SEND);
+}
+
+/*
+ * Post one parked slot (band owner, under sq->lock): count it on the QP,
+ * write its WQE, then, now that it has a head, commit its flow and take
+ * it out of the parked count (qps_txq_park orders the two).
+ */
+static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
+				    bool more)
+{
+	struct qps_ctx *ctx = sq->ctx;
+	const struct qps_tx_meta *m = &sq->meta[slot];
+	uint32_t head;
+	int ret;
+
+	ret = qps_tx_xmit_locked(sq, slot, m->len, more, &head);
+	if (ret == 0 && (m->flags & QPS_TXM_FLOW))
+		qps_txq_flow_commit(ctx->txq, m->hash, (int)sq->idx, head);
+	qps_txq_park(ctx->txq, (int)sq->idx, -1);
+	if (ret == 0) {
+		sq->st.packets++;
+		sq->st.bytes += m->bytes;
+	}
+}
+
+/*
+ * The bands' post callback: runs in whichever producer owns the bands (or
+ * a kick), never under sq->lock, and takes it for the whole burst. A
+ * frame is written with the `more` hint when another follows in this
+ * burst, the module has more queued (@more), or its sender said more
+ * follows (QPS_TXM_MORE). In the last case the sender's own call rings at
+ * its end (qps_tx_run_end), unless that sender is another thread which
+ * may have returned already: then the bounded delay is armed. A frame the
+ * device refuses is counted in tx_errors and its slot freed by
+ * qps_tx_xmit_locked, so every item offered is taken.
+ */
+int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
+{
+	struct qps_sq *sq = arg;
+	const struct qps_tx_meta *last;
+	uint32_t slot = 0;
+	unsigned int i;
+
+	pthread_mutex_lock(&sq->lock);
+	for (i = 0; i < n; i++) {
+		slot = (uint32_t)((uintptr_t)items[i] - 1);
+		qps_tx_post_slot_locked(sq, slot, more || i + 1 < n ||
+					(sq->meta[slot].flags & QPS_TXM_MORE));
+	}
+	last = &sq->meta[slot];
+	if (!more && (last->flags & QPS_TXM_MORE) && last->who != &qps_tx_self)
+		qps_db_defer_locked(sq);
+	pthread_mutex_unlock(&sq->lock);
+	return (int)n;
+}
+
+/* Between attempts of a blocked sender: ring and reap, so the QP frees
+ * room for the owner's next burst. */
+int qps_tx_prio_idle(void *arg)
+{
+	struct qps_sq *sq = arg;
+	int ret;
+
+	pthread_mutex_lock(&sq->lock);
+	ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
+	if (ret >= 0)
+		ret = qps_tx_reap_locked(sq);
+	pthread_mutex_unlock(&sq->lock);
+	if (ret >= 0)
+		sched_yield();
+	return ret < 0 ? ret : 0;
 }
 
 static uint64_t qps_now_ms(void)
@@ -171,7 +252,10 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
 			else if (qps_now_ms() >= deadline)
 				return -EAGAIN;
 		}
+		/* Parked frames hold slots: drain them if no one is. The
+		 * owner's post takes sq->lock, so not under it. */
 		pthread_mutex_unlock(&sq->lock);
+		qps_prio_kick(sq->prio);
 		sched_yield();
 		pthread_mutex_lock(&sq->lock);
 	}
@@ -338,18 +422,50 @@ static void qps_tx_hold_flow(struct qps_ep *ep, const struct sockaddr_in *dst,
 }
 
 /*
+ * Hand a built slot to @sq's priority bands (sq->lock not held): posted
+ * now by us as owner, or parked for the owner. A full band fails at once
+ * (-EAGAIN, counted in the band's drops) when the sender may not wait,
+ * else waits up to SNDTIMEO reaping completions; a refused slot is given
+ * back.
+ */
+static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
+		       uint32_t len, unsigned int prio, bool dontwait)
+{
+	void *item = (void *)((uintptr_t)slot + 1);
+	int64_t timeout;
+	int ret;
+
+	if (dontwait) {
+		ret = qps_prio_enqueue(sq->prio, item, prio, len);
+	} else {
+		timeout = ep->sndtimeo_ms ?
+			  (int64_t)ep->sndtimeo_ms * 1000000 : -1;
+		ret = qps_prio_enqueue_wait(sq->prio, item, prio, len,
+					    timeout);
+	}
+	if (ret < 0) {
+		pthread_mutex_lock(&sq->lock);
+		qps_txq_park(sq->ctx->txq, (int)sq->idx, -1);
+		qps_tx_slot_put(sq, slot);
+		pthread_mutex_unlock(&sq->lock);
+	}
+	return ret < 0 ? ret : 0;
+}
+
+/*
  * Build one checked datagram to @dst (NULL: the connected peer) in a slot
  * of the send queue picked for it and hand it to that queue.
  */
 static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		      const void *buf, size_t len,
-		      const struct sockaddr_in *dst, bool dontwait, bool more)
+		      const struct sockaddr_in *dst, unsigned int prio,
+		      bool dontwait, bool more)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct qps_frame_hdr h;
 	struct sockaddr_in to;
 	struct qps_sq *sq;
-	uint32_t slot, head, hash = 0;
+	uint32_t slot, hash = 0;
 	uint8_t *frame;
 	int ret;
 
@@ -385,19 +501,23 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (len)
 		memcpy(frame + QPS_HDRS_LEN, buf, len);
 	ret = qps_frame_build(frame, &h, len);
-	if (ret >= 0)
-		ret = qps_tx_xmit_locked(sq, slot, (uint32_t)ret, more, &head);
-	else
+	if (ret < 0) {
 		qps_tx_slot_put(sq, slot);
-	if (ret < 0)
 		return ret;
-	/* The flow's last packet on this QP: it may leave the QP once the
-	 * completions pass this head. */
-	if (dst)
-		qps_txq_flow_commit(ctx->txq, hash, (int)sq->idx, head);
-	sq->st.packets++;
-	sq->st.bytes += len;
-	return 0;
+	}
+	sq->meta[slot] = (struct qps_tx_meta){
+		.len = (uint32_t)ret,
+		.bytes = (uint32_t)len,
+		.hash = hash,
+		.flags = (dst ? QPS_TXM_FLOW : 0) | (more ? QPS_TXM_MORE : 0),
+		.who = &qps_tx_self,
+	};
+	/* Parked until posted: the flow table holds its flow on this QP. */
+	qps_txq_park(ctx->txq, (int)sq->idx, 1);
+	/* The owner's post takes sq->lock: hand the slot over without it. */
+	pthread_mutex_unlock(&sq->lock);
+	r->sq = NULL;
+	return qps_tx_band(ep, sq, slot, (uint32_t)len, prio, dontwait);
 }
 
 static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
@@ -415,7 +535,7 @@ static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
 	ret = qps_ep_autobind(ep);
 	if (ret < 0)
 		return ret;
-	ret = qps_tx_one(ep, &run, buf, len, dst,
+	ret = qps_tx_one(ep, &run, buf, len, dst, (unsigned int)ep->priority,
 			 ep->nonblock || (flags & QPS_MSG_DONTWAIT), more);
 	end = qps_tx_run_end(&run, more);
 	if (ret == 0 && end < 0)
@@ -482,7 +602,9 @@ static int qps_tx_msg(struct qps_ep *ep, struct qps_tx_run *r,
 	ret = qps_ep_autobind(ep);
 	if (ret < 0)
 		return ret;
-	return qps_tx_one(ep, r, m->buf, m->len, dst, dontwait, more);
+	return qps_tx_one(ep, r, m->buf, m->len, dst,
+			  (unsigned int)(m->priority < 0 ? ep->priority :
+					 m->priority), dontwait, more);
 }
 
 int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,

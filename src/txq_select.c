@@ -374,7 +374,25 @@ static bool qps_txq_drained(struct qps_txq_sel *sel, uint32_t qp,
 	uint32_t done = atomic_load_explicit(&sel->qpc[qp].completed,
 					     memory_order_acquire);
 
+	/* Acquire: pairs with the release in qps_txq_park, so a zero count
+	 * means every parked packet's commit is visible. */
+	if (atomic_load_explicit(&sel->qpc[qp].parked, memory_order_acquire))
+		return false;
 	return (int32_t)(done - head) >= 0;
+}
+
+void qps_txq_park(struct qps_txq_sel *sel, int qp, int32_t delta)
+{
+	_Atomic uint32_t *p;
+
+	if ((uint32_t)qp >= sel->nqp)
+		return;
+	p = &sel->qpc[qp].parked;
+	/* Single writer (the send queue's lock). Release: pairs with the
+	 * acquire in qps_txq_drained: the enqueue and flow commit of a
+	 * packet that left the bands precede its uncount. */
+	atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) +
+			      (uint32_t)delta, memory_order_release);
 }
 
 int qps_txq_pick_flow(struct qps_txq_sel *sel, uint32_t hash)

@@ -123,7 +123,11 @@ struct qps_txq_shard {
  * because different threads write them. */
 struct qps_txq_qpc {
 	_Atomic uint32_t enqueued;	/* posting side only */
-	uint8_t pad0[60];
+	/* Packets picked for this QP and parked in its priority bands, not
+	 * yet counted in enqueued: in flight for the flow rule. Posting
+	 * side only (the send queue's lock). */
+	_Atomic uint32_t parked;
+	uint8_t pad0[56];
 	_Atomic uint32_t completed;	/* completion side only */
 	uint8_t pad1[60];
 } __attribute__((aligned(64)));
@@ -291,6 +295,13 @@ int qps_txq_flow_commit(struct qps_txq_sel *sel, uint32_t hash, int qp,
  * flushed and failed ones included; -ERANGE (nothing applied) when that
  * would pass the enqueued count.
  */
+/*
+ * qps_txq_park - @delta packets of @qp entered (> 0) or left (< 0) its
+ * priority bands. Posting side of @qp only. A flow whose QP has parked
+ * packets is held there: those packets get their head (qps_txq_enqueue)
+ * only when posted, so the flow entry cannot describe them yet.
+ */
+void qps_txq_park(struct qps_txq_sel *sel, int qp, int32_t delta);
 int qps_txq_enqueue(struct qps_txq_sel *sel, int qp, uint32_t n,
 		    uint32_t *head);
 int qps_txq_enqueue_cancel(struct qps_txq_sel *sel, int qp, uint32_t n);

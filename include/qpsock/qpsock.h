@@ -200,6 +200,13 @@ struct qps_stats {
 	uint64_t txq_resets_connect;	/* cached QP dropped: (re/dis)connect */
 	uint64_t txq_resets_route;	/* cached QP dropped: route change */
 	uint64_t txq_resets_qp;		/* cached QP dropped: QP error */
+	/* send path: priority bands, [band] by prio2band, summed over the
+	 * send QPs (docs/prio_queues.md) */
+	uint64_t tx_band_enqueued[3];	/* parked for the band owner */
+	uint64_t tx_band_bypassed[3];	/* posted at once, bands empty */
+	uint64_t tx_band_drops[3];	/* -EAGAIN: band full, not sent */
+	uint64_t tx_band_depth[3];	/* gauge: datagrams parked now */
+	uint64_t tx_band_bytes[3];	/* gauge: payload bytes parked now */
 	/* multicast and demultiplexing: each valid datagram (rx_bad[0]) is
 	 * counted once, in rx_demux_* or in rx_no_endpoint */
 	uint64_t rx_demux_early;	/* group rule with one subscriber */
