@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "prov_sw.h"
 #include "provider.h"
 #include "t_util.h"
 
@@ -427,6 +428,120 @@ static void test_flow_attr_udp(void)
 	CU_ASSERT_EQUAL(s.udp->val.src_port, m.src_port);
 }
 
+/* The shared parser of software providers, on the core's own layout. */
+static void test_flow_parse_valid(void)
+{
+	alignas(struct ibv_flow_attr) uint8_t buf[QPS_FLOW_ATTR_MAX];
+	struct qps_flow_match m = {
+		.dst_mac = { 0x01, 0x00, 0x5e, 0x01, 0x02, 0x03 },
+		.match_mac = true,
+		.dst_ip = htonl(0xef010203),
+		.dst_port = htons(5001),
+		.priority = 9,
+		.type = IBV_FLOW_ATTR_NORMAL,
+	};
+	struct qps_flow_rule r;
+
+	memset(&r, 0xcc, sizeof(r));
+	CU_ASSERT_EQUAL_FATAL(qps_flow_parse(qps_flow_attr_build(buf, &m),
+					     0xfff, &r), 0);
+	CU_ASSERT_EQUAL(r.tier, QPS_FLOW_TIER_NORMAL);
+	CU_ASSERT_EQUAL(r.prio, 9);
+	CU_ASSERT_EQUAL(r.seq, 0);
+	CU_ASSERT(!memcmp(r.mac, m.dst_mac, 6));
+	CU_ASSERT(!memcmp(r.mac_mask, ones6, 6));
+	CU_ASSERT(r.need_ip);
+	CU_ASSERT(r.need_udp);
+	CU_ASSERT_EQUAL(r.dip, m.dst_ip);
+	CU_ASSERT_EQUAL(r.dip_mask, 0xffffffffu);
+	CU_ASSERT_EQUAL(r.sip_mask, 0);
+	CU_ASSERT_EQUAL(r.dport, m.dst_port);
+	CU_ASSERT_EQUAL(r.dport_mask, 0xffff);
+	CU_ASSERT_EQUAL(r.sport_mask, 0);
+	CU_ASSERT_EQUAL(r.vlan_mask, 0);
+	CU_ASSERT_EQUAL(r.ether_type_mask, 0);
+
+	/* ETH only, wildcarded: no L3 requirement; the default tiers. */
+	memset(&m, 0, sizeof(m));
+	m.type = IBV_FLOW_ATTR_MC_DEFAULT;
+	CU_ASSERT_EQUAL_FATAL(qps_flow_parse(qps_flow_attr_build(buf, &m),
+					     0xfff, &r), 0);
+	CU_ASSERT_EQUAL(r.tier, QPS_FLOW_TIER_MC_DEFAULT);
+	CU_ASSERT(!memcmp(r.mac_mask, zero6, 6));
+	CU_ASSERT(!r.need_ip);
+	CU_ASSERT(!r.need_udp);
+	m.type = IBV_FLOW_ATTR_ALL_DEFAULT;
+	CU_ASSERT_EQUAL(qps_flow_parse(qps_flow_attr_build(buf, &m), 0xfff,
+				       &r), 0);
+	CU_ASSERT_EQUAL(r.tier, QPS_FLOW_TIER_ALL_DEFAULT);
+}
+
+/* A valid ETH+IPv4+UDP rule in @buf, with its ETH spec at @eth. */
+static struct ibv_flow_attr *t_rule3(uint8_t *buf,
+				     struct ibv_flow_spec_eth **eth)
+{
+	struct qps_flow_match m = {
+		.dst_ip = htonl(0x0a000001),
+		.dst_port = htons(7000),
+		.type = IBV_FLOW_ATTR_NORMAL,
+	};
+	struct ibv_flow_attr *a = qps_flow_attr_build(buf, &m);
+
+	*eth = (void *)(buf + sizeof(*a));
+	return a;
+}
+
+static void test_flow_parse_errors(void)
+{
+	alignas(struct ibv_flow_attr) uint8_t buf[QPS_FLOW_ATTR_MAX];
+	struct ibv_flow_spec_eth *eth;
+	struct ibv_flow_spec_ipv4 *ip;
+	struct ibv_flow_attr *a;
+	struct qps_flow_rule r;
+
+	a = t_rule3(buf, &eth);
+	a->comp_mask = 1;
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EINVAL);
+	a = t_rule3(buf, &eth);
+	a->size = sizeof(*a) - 1;
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EINVAL);
+	a = t_rule3(buf, &eth);
+	a->size = sizeof(*a) + 20;	/* specs run past the end */
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EINVAL);
+	a = t_rule3(buf, &eth);
+	a->priority = 0x1000;
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EINVAL);
+	a->priority = 0x10;
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0x0f, &r), -EINVAL);
+	a = t_rule3(buf, &eth);
+	a->flags = IBV_FLOW_ATTR_FLAGS_DONT_TRAP;
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EOPNOTSUPP);
+	a = t_rule3(buf, &eth);
+	a->type = IBV_FLOW_ATTR_SNIFFER;
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EOPNOTSUPP);
+	a = t_rule3(buf, &eth);
+	eth->type = IBV_FLOW_SPEC_IPV6;
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EOPNOTSUPP);
+	a = t_rule3(buf, &eth);
+	eth->size = 12;
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EINVAL);
+	/* IPv4 twice. */
+	a = t_rule3(buf, &eth);
+	ip = (void *)((uint8_t *)eth + sizeof(*eth));
+	ip[1].type = IBV_FLOW_SPEC_IPV4;
+	ip[1].size = sizeof(*ip);
+	a->size = sizeof(*a) + sizeof(*eth) + 2 * sizeof(*ip);
+	CU_ASSERT_EQUAL(qps_flow_parse(a, 0xfff, &r), -EINVAL);
+	/* Provider matters, not the parser's: kept raw. */
+	a = t_rule3(buf, &eth);
+	eth->mask.vlan_tag = htons(0x0fff);
+	eth->val.ether_type = htons(0x86dd);
+	eth->mask.ether_type = 0xffff;
+	CU_ASSERT_EQUAL_FATAL(qps_flow_parse(a, 0xfff, &r), 0);
+	CU_ASSERT_EQUAL(r.vlan_mask, htons(0x0fff));
+	CU_ASSERT_EQUAL(r.ether_type, htons(0x86dd));
+}
+
 static CU_TestInfo provider_tests[] = {
 	{ "find emu", test_find_emu },
 	{ "find errors", test_find_errors },
@@ -438,6 +553,8 @@ static CU_TestInfo provider_tests[] = {
 	{ "flow attr: eth", test_flow_attr_eth_only },
 	{ "flow attr: ipv4", test_flow_attr_ip },
 	{ "flow attr: udp", test_flow_attr_udp },
+	{ "flow parse: eth+ipv4+udp", test_flow_parse_valid },
+	{ "flow parse: errors", test_flow_parse_errors },
 	CU_TEST_INFO_NULL,
 };
 

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <infiniband/mlx4dv.h>
 
+#include "prov_sw.h"
 #include "provider.h"
 
 /* Wire geometry: fixed at build time, recorded in the header and checked
@@ -214,11 +215,6 @@ struct qps_emu_qp_stats {
 	uint64_t db_bad;	/* doorbell or BF with another QP's number */
 };
 
-struct qps_emu_mr {
-	struct qps_mr base;
-	unsigned int idx;
-};
-
 struct qps_emu_cq {
 	struct qps_cq base;
 	unsigned int slot;
@@ -304,9 +300,9 @@ struct qps_emu_dev {
 	struct qps_emu_flow *flow[QPS_EMU_MAX_FLOWS];
 	uint32_t qp_seq;
 
-	pthread_mutex_t mr_lock; /* taken by the engine per data segment */
-	struct qps_emu_mr *mr[QPS_EMU_MAX_MR];
-	uint32_t mr_gen;
+	/* Locked, not lock-free: the engine takes the lock per data
+	 * segment. */
+	struct qps_sw_mr_table mrs;
 
 	bool stepping;		/* atomic: doorbells only latch */
 	uint32_t cost_db_ns;	/* atomic: cost model, per doorbell write */

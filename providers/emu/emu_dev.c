@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #define EMU_OPEN_TRIES 8
-#define EMU_LKEY_GEN_MIN 2u	/* keeps lkeys clear of MLX4_INVALID_LKEY */
 
 static const char *wire_name(const struct qps_dev_attr *attr)
 {
@@ -45,7 +44,7 @@ static int env_cost(const char *name, uint32_t *out)
 static void dev_free(struct qps_emu_dev *dev)
 {
 	pthread_mutex_destroy(&dev->lock);
-	pthread_mutex_destroy(&dev->mr_lock);
+	qps_sw_mr_fini(&dev->mrs);
 	free(dev);
 }
 
@@ -67,9 +66,8 @@ static int emu_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
 	dev->base.ops = &qps_emu_ops;
 	dev->evfd = -1;
 	dev->pid = (int32_t)getpid();
-	dev->mr_gen = EMU_LKEY_GEN_MIN;
 	pthread_mutex_init(&dev->lock, NULL);
-	pthread_mutex_init(&dev->mr_lock, NULL);
+	qps_sw_mr_init(&dev->mrs, QPS_EMU_MAX_MR);
 	for (tries = 0; tries < EMU_OPEN_TRIES && r == -EAGAIN; tries++) {
 		r = qps_emu_wire_attach(wire_name(attr), &dev->wire);
 		if (r)
@@ -113,8 +111,6 @@ static int emu_close(struct qps_dev *d)
 	for (i = 0; i < QPS_EMU_MAX_CQ; i++)
 		if (dev->cq[i])
 			qps_emu_destroy_cq(&dev->cq[i]->base);
-	for (i = 0; i < QPS_EMU_MAX_MR; i++)
-		free(dev->mr[i]);
 	qps_emu_port_detach(dev);
 	if (dev->evfd >= 0)
 		close(dev->evfd);
@@ -223,70 +219,18 @@ static int emu_counters(struct qps_dev *d, struct qps_dev_counters *out)
 static int emu_reg_mr(struct qps_dev *d, void *addr, size_t len,
 		      struct qps_mr **mr_out)
 {
-	struct qps_emu_dev *dev = qps_emu_dev(d);
-	struct qps_emu_mr *mr;
-	unsigned int i;
-
-	if (!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr)
-		return -EINVAL;
-	mr = calloc(1, sizeof(*mr));
-	if (!mr)
-		return -ENOMEM;
-	pthread_mutex_lock(&dev->mr_lock);
-	for (i = 0; i < QPS_EMU_MAX_MR && dev->mr[i]; i++)
-		;
-	if (i == QPS_EMU_MAX_MR) {
-		pthread_mutex_unlock(&dev->mr_lock);
-		free(mr);
-		return -ENOMEM;
-	}
-	mr->idx = i;
-	mr->base.dev = d;
-	mr->base.addr = addr;
-	mr->base.length = len;
-	/* Index in the low byte, a generation above it: a stale lkey of a
-	 * deregistered MR does not match its reused slot. */
-	mr->base.lkey = (dev->mr_gen << 8) | i;
-	if (++dev->mr_gen >= (1u << 24))
-		dev->mr_gen = EMU_LKEY_GEN_MIN;
-	dev->mr[i] = mr;
-	pthread_mutex_unlock(&dev->mr_lock);
-	*mr_out = &mr->base;
-	return 0;
+	return qps_sw_mr_reg(&qps_emu_dev(d)->mrs, d, addr, len, mr_out);
 }
 
 static int emu_dereg_mr(struct qps_mr *m)
 {
-	struct qps_emu_dev *dev = qps_emu_dev(m->dev);
-	struct qps_emu_mr *mr = qps_emu_container_of(m, struct qps_emu_mr,
-						     base);
-
-	pthread_mutex_lock(&dev->mr_lock);
-	if (mr->idx >= QPS_EMU_MAX_MR || dev->mr[mr->idx] != mr) {
-		pthread_mutex_unlock(&dev->mr_lock);
-		return -EINVAL;
-	}
-	dev->mr[mr->idx] = NULL;
-	pthread_mutex_unlock(&dev->mr_lock);
-	free(mr);
-	return 0;
+	return qps_sw_mr_dereg(&qps_emu_dev(m->dev)->mrs, m);
 }
 
 int qps_emu_mr_lookup(struct qps_emu_dev *dev, uint32_t lkey, uintptr_t *addr,
 		      size_t *len)
 {
-	struct qps_emu_mr *mr;
-	int r = -EINVAL;
-
-	pthread_mutex_lock(&dev->mr_lock);
-	mr = dev->mr[lkey & 0xff];
-	if (mr && mr->base.lkey == lkey) {
-		*addr = (uintptr_t)mr->base.addr;
-		*len = mr->base.length;
-		r = 0;
-	}
-	pthread_mutex_unlock(&dev->mr_lock);
-	return r;
+	return qps_sw_mr_lookup(&dev->mrs, lkey, addr, len);
 }
 
 unsigned int qps_emu_test_port(struct qps_dev *d)

@@ -11,6 +11,7 @@
  * deliver); only the owner edits it, under rx_lock.
  */
 #include "emu.h"
+#include "prov_sw.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -20,116 +21,39 @@
 #define EMU_ETH_P_IP 0x0800
 #define EMU_IPPROTO_UDP 17
 
-struct spec_hdr {
-	enum ibv_flow_spec_type type;
-	uint16_t size;
-};
-
-static int parse_eth(const uint8_t *p, struct qps_emu_shm_flow *f)
-{
-	struct ibv_flow_spec_eth s;
-	unsigned int i;
-
-	memcpy(&s, p, sizeof(s));
-	if (s.mask.vlan_tag)
-		return -EOPNOTSUPP;	/* frames on the wire are untagged */
-	for (i = 0; i < 6; i++) {
-		f->mac_mask[i] = s.mask.dst_mac[i];
-		f->mac[i] = s.val.dst_mac[i] & s.mask.dst_mac[i];
-	}
-	return 0;
-}
-
-static int parse_ipv4(const uint8_t *p, struct qps_emu_shm_flow *f)
-{
-	struct ibv_flow_spec_ipv4 s;
-
-	memcpy(&s, p, sizeof(s));
-	f->need |= QPS_EMU_FLOW_IP;
-	f->sip_mask = s.mask.src_ip;
-	f->sip = s.val.src_ip & s.mask.src_ip;
-	f->dip_mask = s.mask.dst_ip;
-	f->dip = s.val.dst_ip & s.mask.dst_ip;
-	return 0;
-}
-
-static int parse_udp(const uint8_t *p, struct qps_emu_shm_flow *f)
-{
-	struct ibv_flow_spec_tcp_udp s;
-
-	memcpy(&s, p, sizeof(s));
-	f->need |= QPS_EMU_FLOW_IP | QPS_EMU_FLOW_UDP;
-	f->sport_mask = s.mask.src_port;
-	f->sport = s.val.src_port & s.mask.src_port;
-	f->dport_mask = s.mask.dst_port;
-	f->dport = s.val.dst_port & s.mask.dst_port;
-	return 0;
-}
+/* The shm rule carries the tier as is (peers read it in their matcher). */
+_Static_assert(QPS_EMU_TIER_NORMAL == (int)QPS_FLOW_TIER_NORMAL &&
+	       QPS_EMU_TIER_MC_DEFAULT == (int)QPS_FLOW_TIER_MC_DEFAULT &&
+	       QPS_EMU_TIER_ALL_DEFAULT == (int)QPS_FLOW_TIER_ALL_DEFAULT,
+	       "emu tiers follow enum qps_flow_tier");
 
 static int parse_flow(const struct ibv_flow_attr *a, struct qps_emu_shm_flow *f)
 {
-	const uint8_t *p = (const uint8_t *)(a + 1);
-	uint32_t left, seen = 0;
-	unsigned int i;
+	struct qps_flow_rule r;
+	int ret;
 
 	memset(f, 0, sizeof(*f));
-	if (a->comp_mask || a->size < sizeof(*a) ||
-	    a->priority > EMU_FLOW_MAX_PRIO)
-		return -EINVAL;
-	if (a->flags)
+	ret = qps_flow_parse(a, EMU_FLOW_MAX_PRIO, &r);
+	if (ret)
+		return ret;
+	/* Frames on the wire are untagged; ether_type is ignored as mlx4
+	 * ignores it. */
+	if (r.vlan_mask)
 		return -EOPNOTSUPP;
-	switch (a->type) {
-	case IBV_FLOW_ATTR_NORMAL:
-		f->tier = QPS_EMU_TIER_NORMAL;
-		break;
-	case IBV_FLOW_ATTR_MC_DEFAULT:
-		f->tier = QPS_EMU_TIER_MC_DEFAULT;
-		break;
-	case IBV_FLOW_ATTR_ALL_DEFAULT:
-		f->tier = QPS_EMU_TIER_ALL_DEFAULT;
-		break;
-	default:
-		return -EOPNOTSUPP;
-	}
-	f->prio = a->priority;
-	left = a->size - sizeof(*a);
-	for (i = 0; i < a->num_of_specs; i++) {
-		struct spec_hdr h;
-		size_t want;
-		uint32_t bit;
-		int r;
-
-		if (left < sizeof(h))
-			return -EINVAL;
-		memcpy(&h, p, sizeof(h));
-		switch (h.type) {
-		case IBV_FLOW_SPEC_ETH:
-			want = sizeof(struct ibv_flow_spec_eth);
-			break;
-		case IBV_FLOW_SPEC_IPV4:
-			want = sizeof(struct ibv_flow_spec_ipv4);
-			break;
-		case IBV_FLOW_SPEC_UDP:
-			want = sizeof(struct ibv_flow_spec_tcp_udp);
-			break;
-		default:
-			return -EOPNOTSUPP;
-		}
-		bit = 1u << ((h.type >> 4) & 7);
-		if (h.size != want || h.size > left || (seen & bit))
-			return -EINVAL;
-		seen |= bit;
-		if (h.type == IBV_FLOW_SPEC_ETH)
-			r = parse_eth(p, f);
-		else if (h.type == IBV_FLOW_SPEC_IPV4)
-			r = parse_ipv4(p, f);
-		else
-			r = parse_udp(p, f);
-		if (r)
-			return r;
-		p += h.size;
-		left -= h.size;
-	}
+	f->tier = r.tier;
+	f->prio = r.prio;
+	f->need = (r.need_ip ? QPS_EMU_FLOW_IP : 0) |
+		  (r.need_udp ? QPS_EMU_FLOW_UDP : 0);
+	memcpy(f->mac, r.mac, sizeof(f->mac));
+	memcpy(f->mac_mask, r.mac_mask, sizeof(f->mac_mask));
+	f->sip = r.sip;
+	f->sip_mask = r.sip_mask;
+	f->dip = r.dip;
+	f->dip_mask = r.dip_mask;
+	f->sport = r.sport;
+	f->sport_mask = r.sport_mask;
+	f->dport = r.dport;
+	f->dport_mask = r.dport_mask;
 	return 0;
 }
 

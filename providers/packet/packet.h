@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prov_sw.h"
 #include "provider.h"
 
 #define QPS_PACKET_MAX_WR 4096
@@ -57,23 +58,6 @@ static inline uint64_t qps_packet_read(const uint64_t *c)
 	return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 
-/* Steering rule, parsed from struct ibv_flow_attr (packet_bpf.c). */
-enum qps_packet_tier {
-	QPS_PACKET_TIER_NORMAL = 0,
-	QPS_PACKET_TIER_MC_DEFAULT,
-	QPS_PACKET_TIER_ALL_DEFAULT,
-};
-
-struct qps_packet_rule {
-	enum qps_packet_tier tier;
-	uint16_t prio;
-	uint32_t seq;			/* creation order: older wins ties */
-	uint8_t mac[6], mac_mask[6];	/* destination MAC */
-	bool ip, udp;			/* which specs are present */
-	uint32_t sip, sip_mask, dip, dip_mask;		/* network order */
-	uint16_t sport, sport_mask, dport, dport_mask;	/* network order */
-};
-
 /* Enough for every rule of a device in one program: each block is at most
  * QPS_PACKET_BPF_BLOCK_MAX instructions. */
 #define QPS_PACKET_BPF_BLOCK_MAX 48
@@ -81,23 +65,19 @@ struct qps_packet_rule {
 	(QPS_PACKET_MAX_FLOWS * QPS_PACKET_BPF_BLOCK_MAX + 1)
 #define QPS_PACKET_BPF_ACCEPT 0x40000u	/* bytes to keep: all */
 
+/* qps_flow_parse plus what a ring of untagged IPv4 frames can match. */
 int qps_packet_rule_parse(const struct ibv_flow_attr *attr,
-			  struct qps_packet_rule *r);
-bool qps_packet_rule_before(const struct qps_packet_rule *a,
-			    const struct qps_packet_rule *b);
-bool qps_packet_rule_disjoint(const struct qps_packet_rule *a,
-			      const struct qps_packet_rule *b);
-int qps_packet_bpf_build(const struct qps_packet_rule *self,
-			 const struct qps_packet_rule *const *stronger,
+			  struct qps_flow_rule *r);
+bool qps_packet_rule_before(const struct qps_flow_rule *a,
+			    const struct qps_flow_rule *b);
+bool qps_packet_rule_disjoint(const struct qps_flow_rule *a,
+			      const struct qps_flow_rule *b);
+int qps_packet_bpf_build(const struct qps_flow_rule *self,
+			 const struct qps_flow_rule *const *stronger,
 			 unsigned int nstronger, struct sock_filter *prog,
 			 unsigned int max);
 
 struct qps_packet_dev;
-
-struct qps_packet_mr {
-	struct qps_mr base;
-	unsigned int idx;
-};
 
 struct qps_packet_cq {
 	struct qps_cq base;
@@ -158,7 +138,7 @@ struct qps_packet_qp {
 struct qps_packet_flow {
 	struct qps_flow base;
 	struct qps_packet_flow *next;	/* dev->flows, strongest first */
-	struct qps_packet_rule rule;
+	struct qps_flow_rule rule;
 	int fd;
 	struct qps_packet_ring rx;
 	uint32_t head;			/* next ring frame to read */
@@ -208,9 +188,7 @@ struct qps_packet_dev {
 	uint32_t qp_seq;
 	struct qps_packet_mcast *mcast;
 
-	pthread_mutex_t mr_lock;
-	struct qps_packet_mr *mr[QPS_PACKET_MAX_MR];
-	uint32_t mr_gen;
+	struct qps_sw_mr_table mrs;
 
 	struct qps_packet_route route;
 

@@ -38,126 +38,25 @@
 #define PKT_ETH_P_IP 0x0800
 #define PKT_IP_MIN (QPS_PACKET_ETH_HLEN + 20)
 
-struct spec_hdr {
-	enum ibv_flow_spec_type type;
-	uint16_t size;
-};
-
-static int parse_eth(const uint8_t *p, struct qps_packet_rule *r)
+int qps_packet_rule_parse(const struct ibv_flow_attr *a,
+			  struct qps_flow_rule *r)
 {
-	struct ibv_flow_spec_eth s;
-	unsigned int i;
+	int ret = qps_flow_parse(a, PKT_FLOW_MAX_PRIO, r);
 
-	memcpy(&s, p, sizeof(s));
-	if (s.mask.vlan_tag)
+	if (ret)
+		return ret;
+	if (r->vlan_mask)
 		return -EOPNOTSUPP;	/* rings see untagged frames */
 	/* Only IPv4 reaches an ETH_P_IP socket; src_mac is ignored as mlx4
 	 * (and emu) ignore it. */
-	if ((s.val.ether_type & s.mask.ether_type) &&
-	    (s.val.ether_type & s.mask.ether_type) !=
-	    (htons(PKT_ETH_P_IP) & s.mask.ether_type))
+	if (r->ether_type &&
+	    r->ether_type != (htons(PKT_ETH_P_IP) & r->ether_type_mask))
 		return -EOPNOTSUPP;
-	for (i = 0; i < 6; i++) {
-		r->mac_mask[i] = s.mask.dst_mac[i];
-		r->mac[i] = s.val.dst_mac[i] & s.mask.dst_mac[i];
-	}
 	return 0;
 }
 
-static void parse_ipv4(const uint8_t *p, struct qps_packet_rule *r)
-{
-	struct ibv_flow_spec_ipv4 s;
-
-	memcpy(&s, p, sizeof(s));
-	r->ip = true;
-	r->sip_mask = s.mask.src_ip;
-	r->sip = s.val.src_ip & s.mask.src_ip;
-	r->dip_mask = s.mask.dst_ip;
-	r->dip = s.val.dst_ip & s.mask.dst_ip;
-}
-
-static void parse_udp(const uint8_t *p, struct qps_packet_rule *r)
-{
-	struct ibv_flow_spec_tcp_udp s;
-
-	memcpy(&s, p, sizeof(s));
-	r->ip = r->udp = true;
-	r->sport_mask = s.mask.src_port;
-	r->sport = s.val.src_port & s.mask.src_port;
-	r->dport_mask = s.mask.dst_port;
-	r->dport = s.val.dst_port & s.mask.dst_port;
-}
-
-int qps_packet_rule_parse(const struct ibv_flow_attr *a,
-			  struct qps_packet_rule *r)
-{
-	const uint8_t *p = (const uint8_t *)(a + 1);
-	uint32_t left, seen = 0;
-	unsigned int i;
-
-	memset(r, 0, sizeof(*r));
-	if (a->comp_mask || a->size < sizeof(*a) ||
-	    a->priority > PKT_FLOW_MAX_PRIO)
-		return -EINVAL;
-	if (a->flags)
-		return -EOPNOTSUPP;
-	switch (a->type) {
-	case IBV_FLOW_ATTR_NORMAL:
-		r->tier = QPS_PACKET_TIER_NORMAL;
-		break;
-	case IBV_FLOW_ATTR_MC_DEFAULT:
-		r->tier = QPS_PACKET_TIER_MC_DEFAULT;
-		break;
-	case IBV_FLOW_ATTR_ALL_DEFAULT:
-		r->tier = QPS_PACKET_TIER_ALL_DEFAULT;
-		break;
-	default:
-		return -EOPNOTSUPP;
-	}
-	r->prio = a->priority;
-	left = a->size - sizeof(*a);
-	for (i = 0; i < a->num_of_specs; i++) {
-		struct spec_hdr h;
-		size_t want;
-		uint32_t bit;
-		int ret = 0;
-
-		if (left < sizeof(h))
-			return -EINVAL;
-		memcpy(&h, p, sizeof(h));
-		switch (h.type) {
-		case IBV_FLOW_SPEC_ETH:
-			want = sizeof(struct ibv_flow_spec_eth);
-			break;
-		case IBV_FLOW_SPEC_IPV4:
-			want = sizeof(struct ibv_flow_spec_ipv4);
-			break;
-		case IBV_FLOW_SPEC_UDP:
-			want = sizeof(struct ibv_flow_spec_tcp_udp);
-			break;
-		default:
-			return -EOPNOTSUPP;	/* TCP, IPv6, IPv4_EXT, ... */
-		}
-		bit = 1u << ((h.type >> 4) & 7);
-		if (h.size != want || h.size > left || (seen & bit))
-			return -EINVAL;
-		seen |= bit;
-		if (h.type == IBV_FLOW_SPEC_ETH)
-			ret = parse_eth(p, r);
-		else if (h.type == IBV_FLOW_SPEC_IPV4)
-			parse_ipv4(p, r);
-		else
-			parse_udp(p, r);
-		if (ret)
-			return ret;
-		p += h.size;
-		left -= h.size;
-	}
-	return 0;
-}
-
-bool qps_packet_rule_before(const struct qps_packet_rule *a,
-			    const struct qps_packet_rule *b)
+bool qps_packet_rule_before(const struct qps_flow_rule *a,
+			    const struct qps_flow_rule *b)
 {
 	if (a->tier != b->tier)
 		return a->tier < b->tier;
@@ -167,7 +66,7 @@ bool qps_packet_rule_before(const struct qps_packet_rule *a,
 }
 
 /* Is bit 0 of the first MAC byte (group bit) fixed to 0 by @r? */
-static bool unicast_only(const struct qps_packet_rule *r)
+static bool unicast_only(const struct qps_flow_rule *r)
 {
 	return (r->mac_mask[0] & 1) && !(r->mac[0] & 1);
 }
@@ -176,8 +75,8 @@ static bool unicast_only(const struct qps_packet_rule *r)
  * True when no frame can match both: decided on the destination MAC only,
  * because a frame broken above L2 matches every rule whose MAC it carries.
  */
-bool qps_packet_rule_disjoint(const struct qps_packet_rule *a,
-			      const struct qps_packet_rule *b)
+bool qps_packet_rule_disjoint(const struct qps_flow_rule *a,
+			      const struct qps_flow_rule *b)
 {
 	unsigned int i;
 
@@ -187,9 +86,9 @@ bool qps_packet_rule_disjoint(const struct qps_packet_rule *a,
 		if ((a->mac[i] & m) != (b->mac[i] & m))
 			return true;
 	}
-	if (a->tier == QPS_PACKET_TIER_MC_DEFAULT && unicast_only(b))
+	if (a->tier == QPS_FLOW_TIER_MC_DEFAULT && unicast_only(b))
 		return true;
-	if (b->tier == QPS_PACKET_TIER_MC_DEFAULT && unicast_only(a))
+	if (b->tier == QPS_FLOW_TIER_MC_DEFAULT && unicast_only(a))
 		return true;
 	return false;
 }
@@ -227,7 +126,7 @@ static void cmp(struct emit *e, uint32_t val, uint32_t mask, uint32_t full)
 	op(e, BPF_JMP | BPF_JEQ | BPF_K, val & mask, J_NEXT, J_NOMATCH);
 }
 
-static void mac_checks(struct emit *e, const struct qps_packet_rule *r)
+static void mac_checks(struct emit *e, const struct qps_flow_rule *r)
 {
 	uint32_t m32 = (uint32_t)r->mac_mask[2] << 24 |
 		       (uint32_t)r->mac_mask[3] << 16 |
@@ -237,7 +136,7 @@ static void mac_checks(struct emit *e, const struct qps_packet_rule *r)
 	uint32_t m16 = (uint32_t)r->mac_mask[0] << 8 | r->mac_mask[1];
 	uint32_t v16 = (uint32_t)r->mac[0] << 8 | r->mac[1];
 
-	if (r->tier == QPS_PACKET_TIER_MC_DEFAULT) {
+	if (r->tier == QPS_FLOW_TIER_MC_DEFAULT) {
 		op(e, BPF_LD | BPF_B | BPF_ABS, 0, 0, 0);
 		op(e, BPF_JMP | BPF_JSET | BPF_K, 1, J_NEXT, J_NOMATCH);
 	}
@@ -251,7 +150,7 @@ static void mac_checks(struct emit *e, const struct qps_packet_rule *r)
 	}
 }
 
-static void udp_checks(struct emit *e, const struct qps_packet_rule *r)
+static void udp_checks(struct emit *e, const struct qps_flow_rule *r)
 {
 	if (!r->sport_mask && !r->dport_mask)
 		return;
@@ -276,7 +175,7 @@ static void udp_checks(struct emit *e, const struct qps_packet_rule *r)
 	}
 }
 
-static void block(struct emit *e, const struct qps_packet_rule *r,
+static void block(struct emit *e, const struct qps_flow_rule *r,
 		  uint32_t verdict)
 {
 	unsigned int i, end;
@@ -319,8 +218,8 @@ static void block(struct emit *e, const struct qps_packet_rule *r,
 	}
 }
 
-int qps_packet_bpf_build(const struct qps_packet_rule *self,
-			 const struct qps_packet_rule *const *stronger,
+int qps_packet_bpf_build(const struct qps_flow_rule *self,
+			 const struct qps_flow_rule *const *stronger,
 			 unsigned int nstronger, struct sock_filter *prog,
 			 unsigned int max)
 {

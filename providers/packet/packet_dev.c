@@ -23,8 +23,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define PKT_LKEY_GEN_MIN 2u
-
 void qps_packet_log(const char *fmt, ...)
 {
 	va_list ap;
@@ -127,7 +125,7 @@ static void dev_free(struct qps_packet_dev *dev)
 	if (dev->mc_fd >= 0)
 		close(dev->mc_fd);
 	pthread_mutex_destroy(&dev->lock);
-	pthread_mutex_destroy(&dev->mr_lock);
+	qps_sw_mr_fini(&dev->mrs);
 	pthread_mutex_destroy(&dev->route.lock);
 	free(dev);
 }
@@ -193,9 +191,8 @@ static int packet_open(const struct qps_dev_attr *attr,
 		return -ENOMEM;
 	dev->epfd = -1;
 	dev->mc_fd = -1;
-	dev->mr_gen = PKT_LKEY_GEN_MIN;
 	pthread_mutex_init(&dev->lock, NULL);
-	pthread_mutex_init(&dev->mr_lock, NULL);
+	qps_sw_mr_init(&dev->mrs, QPS_PACKET_MAX_MR);
 	pthread_mutex_init(&dev->route.lock, NULL);
 	ret = dev_setup(dev, name, attr);
 	if (ret < 0) {
@@ -210,15 +207,12 @@ static int packet_open(const struct qps_dev_attr *attr,
 static int packet_close(struct qps_dev *d)
 {
 	struct qps_packet_dev *dev = qps_packet_dev(d);
-	unsigned int i;
 
 	while (dev->flows)
 		qps_packet_destroy_flow(&dev->flows->base);
 	while (dev->qps)
 		if (qps_packet_destroy_qp(&dev->qps->base) < 0)
 			break;
-	for (i = 0; i < QPS_PACKET_MAX_MR; i++)
-		free(dev->mr[i]);
 	qps_packet_mcast_close(dev);
 	qps_packet_route_close(dev);
 	dev_free(dev);
@@ -261,71 +255,24 @@ static int packet_counters(struct qps_dev *d, struct qps_dev_counters *out)
 static int packet_reg_mr(struct qps_dev *d, void *addr, size_t len,
 			 struct qps_mr **mr_out)
 {
-	struct qps_packet_dev *dev = qps_packet_dev(d);
-	struct qps_packet_mr *mr;
-	unsigned int i;
-
-	if (!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr ||
-	    !mr_out)
-		return -EINVAL;
-	mr = calloc(1, sizeof(*mr));
-	if (!mr)
-		return -ENOMEM;
-	pthread_mutex_lock(&dev->mr_lock);
-	for (i = 0; i < QPS_PACKET_MAX_MR && dev->mr[i]; i++)
-		;
-	if (i == QPS_PACKET_MAX_MR) {
-		pthread_mutex_unlock(&dev->mr_lock);
-		free(mr);
-		return -ENOMEM;
-	}
-	mr->idx = i;
-	mr->base.dev = d;
-	mr->base.addr = addr;
-	mr->base.length = len;
-	/* Slot in the low byte, a generation above: a stale lkey does not
-	 * match the slot's next MR. */
-	mr->base.lkey = (dev->mr_gen << 8) | i;
-	if (++dev->mr_gen >= (1u << 24))
-		dev->mr_gen = PKT_LKEY_GEN_MIN;
-	dev->mr[i] = mr;
-	pthread_mutex_unlock(&dev->mr_lock);
-	*mr_out = &mr->base;
-	return 0;
+	return qps_sw_mr_reg(&qps_packet_dev(d)->mrs, d, addr, len, mr_out);
 }
 
 static int packet_dereg_mr(struct qps_mr *m)
 {
-	struct qps_packet_dev *dev = qps_packet_dev(m->dev);
-	struct qps_packet_mr *mr = qps_packet_container_of(m,
-						struct qps_packet_mr, base);
-
-	pthread_mutex_lock(&dev->mr_lock);
-	if (mr->idx >= QPS_PACKET_MAX_MR || dev->mr[mr->idx] != mr) {
-		pthread_mutex_unlock(&dev->mr_lock);
-		return -EINVAL;
-	}
-	dev->mr[mr->idx] = NULL;
-	pthread_mutex_unlock(&dev->mr_lock);
-	free(mr);
-	return 0;
+	return qps_sw_mr_dereg(&qps_packet_dev(m->dev)->mrs, m);
 }
 
 int qps_packet_mr_check(struct qps_packet_dev *dev, uint32_t lkey,
 			uintptr_t addr, uint64_t len)
 {
-	struct qps_packet_mr *mr;
-	int ret = -EINVAL;
+	uintptr_t base;
+	size_t size;
 
-	pthread_mutex_lock(&dev->mr_lock);
-	mr = dev->mr[lkey & 0xff];
-	if (mr && mr->base.lkey == lkey &&
-	    addr >= (uintptr_t)mr->base.addr &&
-	    len <= mr->base.length &&
-	    addr - (uintptr_t)mr->base.addr <= mr->base.length - len)
-		ret = 0;
-	pthread_mutex_unlock(&dev->mr_lock);
-	return ret;
+	if (qps_sw_mr_lookup(&dev->mrs, lkey, &base, &size) ||
+	    addr < base || len > size || addr - base > size - len)
+		return -EINVAL;
+	return 0;
 }
 
 const struct qps_provider_ops qps_packet_ops = {

@@ -235,7 +235,7 @@ void qps_packet_flow_stats(struct qps_packet_flow *fl)
  * dev->lock held. */
 static int flow_filter(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
 {
-	const struct qps_packet_rule *stronger[QPS_PACKET_MAX_FLOWS];
+	const struct qps_flow_rule *stronger[QPS_PACKET_MAX_FLOWS];
 	struct sock_fprog fprog;
 	struct sock_filter *prog;
 	struct qps_packet_flow *it;
@@ -267,7 +267,7 @@ static int flow_filter(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
 /* Re-filter the weaker rules that overlap @fl (just added or removed),
  * so each frame still reaches exactly one rule. dev->lock held. */
 static void refilter_weaker(struct qps_packet_dev *dev,
-			    const struct qps_packet_rule *r)
+			    const struct qps_flow_rule *r)
 {
 	struct qps_packet_flow *it;
 
@@ -303,7 +303,7 @@ static void flow_link(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
 	dev->nflows++;
 }
 
-static bool group_mac(const struct qps_packet_rule *r)
+static bool group_mac(const struct qps_flow_rule *r)
 {
 	static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 
@@ -383,7 +383,7 @@ int qps_packet_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 	struct qps_packet_qp *qp = qps_packet_qp(q);
 	struct qps_packet_dev *dev = qps_packet_dev(q->dev);
 	struct qps_packet_flow *fl;
-	struct qps_packet_rule r;
+	struct qps_flow_rule r;
 	int ret;
 
 	if (!attr || !flow_out || !qp->rq_cnt)
@@ -430,7 +430,7 @@ int qps_packet_destroy_flow(struct qps_flow *flow)
 						struct qps_packet_flow, base);
 	struct qps_packet_qp *qp = qps_packet_qp(flow->qp);
 	struct qps_packet_dev *dev = qps_packet_dev(flow->qp->dev);
-	struct qps_packet_rule r = fl->rule;
+	struct qps_flow_rule r = fl->rule;
 
 	pthread_mutex_lock(&dev->lock);
 	flow_unlink(dev, fl);
