@@ -4,7 +4,9 @@
 #include <CUnit/Basic.h>
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int t_run(const char *suite, CU_TestInfo *tests)
@@ -34,7 +36,7 @@ void t_wire_name(char *buf, size_t len, const char *tag)
 	snprintf(buf, len, "t-%s-%d", tag, (int)getpid());
 }
 
-int t_ctx_emu(const char *wire, const char *ip, struct qps_ctx **out)
+struct qps_ctx_attr t_emu_attr(const char *wire, const char *ip)
 {
 	struct qps_ctx_attr attr = {
 		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV,
@@ -46,6 +48,13 @@ int t_ctx_emu(const char *wire, const char *ip, struct qps_ctx **out)
 		attr.comp_mask |= QPS_CTX_ATTR_ADDR;
 		inet_pton(AF_INET, ip, &attr.addr);
 	}
+	return attr;
+}
+
+int t_ctx_emu(const char *wire, const char *ip, struct qps_ctx **out)
+{
+	struct qps_ctx_attr attr = t_emu_attr(wire, ip);
+
 	return qps_ctx_create(&attr, out);
 }
 
@@ -58,4 +67,132 @@ struct sockaddr_in t_sin(const char *ip, unsigned short port)
 	sin.sin_port = htons(port);
 	inet_pton(AF_INET, ip, &sin.sin_addr);
 	return sin;
+}
+
+void t_eq(long long got, long long want, const char *expr, const char *file,
+	  unsigned int line, int fatal)
+{
+	char msg[384];
+
+	if (got < 0 && got > -4096)
+		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld (%s)",
+			 expr, want, got, strerror((int)-got));
+	else
+		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld",
+			 expr, want, got);
+	CU_assertImplementation(got == want ? CU_TRUE : CU_FALSE, line, msg,
+				file, "", fatal ? CU_TRUE : CU_FALSE);
+}
+
+void t_cmp(long long a, long long b, int le, const char *expr,
+	   const char *file, unsigned int line)
+{
+	char msg[384];
+	int ok = le ? a <= b : a >= b;
+
+	snprintf(msg, sizeof(msg), "%s (values %lld, %lld)", expr, a, b);
+	CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, line, msg, file, "",
+				CU_FALSE);
+}
+
+struct qps_stats t_ctx_stats(struct qps_ctx *ctx)
+{
+	struct qps_stats st;
+
+	memset(&st, 0, sizeof(st));
+	T_EQ(qps_ctx_stats(ctx, &st, sizeof(st)), sizeof(st));
+	return st;
+}
+
+void t_sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+void t_ctxs_add(struct t_ctxs *s, struct qps_ctx *ctx)
+{
+	if (ctx && s->n < T_CTX_MAX)
+		s->ctx[s->n++] = ctx;
+}
+
+void t_ctxs_destroy(struct t_ctxs *s, int check)
+{
+	while (s->n > 0) {
+		int rc = qps_ctx_destroy(s->ctx[--s->n]);
+
+		if (check)
+			T_EQ(rc, 0);
+	}
+}
+
+struct qps_ctx *t_ctxs_emu(struct t_ctxs *s, const char *wire,
+			   const char *ip)
+{
+	struct qps_ctx *ctx = NULL;
+
+	CU_ASSERT_FATAL(s->n < T_CTX_MAX);
+	T_EQ_FATAL(t_ctx_emu(wire, ip, &ctx), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+	t_ctxs_add(s, ctx);
+	return ctx;
+}
+
+uint64_t t_check_delivery(struct qps_ctx *tx, struct qps_ctx *rx,
+			  uint64_t sent, uint64_t received,
+			  struct qps_stats *tx_st, struct qps_stats *rx_st)
+{
+	uint64_t drops;
+
+	*tx_st = t_ctx_stats(tx);
+	*rx_st = t_ctx_stats(rx);
+	drops = tx_st->tx_errors + tx_st->dev_tx_drops + rx_st->dev_rx_drops +
+		rx_st->rx_queue_full + rx_st->rx_no_endpoint;
+	T_EQ(tx_st->tx_packets, sent);
+	T_EQ(received + drops, sent);
+	return drops;
+}
+
+void t_threads_run(void *(*fn)(void *), void *args, size_t size,
+		   unsigned int n)
+{
+	pthread_t *t = calloc(n, sizeof(*t));
+	unsigned int k, started = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	for (k = 0; k < n; k++) {
+		int rc = pthread_create(&t[k], NULL, fn,
+					(char *)args + k * size);
+
+		T_EQ(rc, 0);
+		if (rc)
+			break;
+		started++;
+	}
+	/* Join what did start before a failure ends the test, so no thread
+	 * outlives the structs it was given. */
+	for (k = 0; k < started; k++)
+		pthread_join(t[k], NULL);
+	free(t);
+	CU_ASSERT_FATAL(started == n);
+}
+
+void t_thread_stop(pthread_t t, int *stop)
+{
+	__atomic_store_n(stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+}
+
+struct qps_ep *t_ep_bound(struct qps_ctx *ctx, const char *ip,
+			  unsigned short port, int timeout_ms)
+{
+	struct sockaddr_in sin = t_sin(ip, port);
+	struct qps_ep *ep = NULL;
+
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	T_EQ_FATAL(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	T_EQ(qps_setopt(ep, QPS_OPT_RCVTIMEO, &timeout_ms, sizeof(timeout_ms)),
+	     0);
+	return ep;
 }

@@ -4,7 +4,9 @@
 #define QPS_T_UTIL_H
 
 #include <CUnit/CUnit.h>
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <qpsock/qpsock.h>
 
 #define T_EXIT_SKIP 77
@@ -18,10 +20,91 @@ int t_run(const char *suite, CU_TestInfo *tests);
  * never share an emu wire. */
 void t_wire_name(char *buf, size_t len, const char *tag);
 
+/* Attributes for an emu context on @wire with local address @ip (NULL =
+ * allocated); callers add their own attributes to comp_mask. */
+struct qps_ctx_attr t_emu_attr(const char *wire, const char *ip);
+
 /* Open an emu context on @wire with local address @ip (NULL = allocated). */
 int t_ctx_emu(const char *wire, const char *ip, struct qps_ctx **out);
 
+/* A datagram endpoint on @ctx bound to @ip:@port, with a @timeout_ms
+ * receive timeout so a lost datagram fails the test instead of hanging it;
+ * failing to create or bind ends the test. */
+struct qps_ep *t_ep_bound(struct qps_ctx *ctx, const char *ip,
+			  unsigned short port, int timeout_ms);
+
 /* A struct sockaddr_in for @ip:@port. */
 struct sockaddr_in t_sin(const char *ip, unsigned short port);
+
+/* Assert @got == @want; on failure the message shows both values (and the
+ * errno name when @got looks like a negative error code), which a bare
+ * CU_ASSERT_EQUAL does not. @fatal as for CU_assertImplementation. */
+void t_eq(long long got, long long want, const char *expr, const char *file,
+	  unsigned int line, int fatal);
+
+/* Assert @a <= @b (@le) or @a >= @b (!@le); the message shows both. A
+ * function, not a macro, so each operand (often a call with side effects
+ * such as qps_ctx_progress) is evaluated exactly once. */
+void t_cmp(long long a, long long b, int le, const char *expr,
+	   const char *file, unsigned int line);
+
+#define T_EQ(got, want) \
+	t_eq((long long)(got), (long long)(want), #got " == " #want, \
+	     __FILE__, __LINE__, 0)
+#define T_EQ_FATAL(got, want) \
+	t_eq((long long)(got), (long long)(want), #got " == " #want, \
+	     __FILE__, __LINE__, 1)
+#define T_GE(a, b) \
+	t_cmp((long long)(a), (long long)(b), 0, #a " >= " #b, __FILE__, \
+	      __LINE__)
+#define T_LE(a, b) \
+	t_cmp((long long)(a), (long long)(b), 1, #a " <= " #b, __FILE__, \
+	      __LINE__)
+
+/* The contexts a suite has open, so the end of each test (and an atexit
+ * handler after an aborted one) can destroy them and leave the wire clean.
+ * The set lives in the suite; these helpers keep no state of their own. */
+#define T_CTX_MAX 8
+struct t_ctxs {
+	struct qps_ctx *ctx[T_CTX_MAX];
+	int n;
+};
+
+/* Track @ctx; NULL or a full set is ignored (the caller asserts room). */
+void t_ctxs_add(struct t_ctxs *s, struct qps_ctx *ctx);
+
+/* Destroy every tracked context, newest first; with @check, assert each
+ * destroy returns 0 (off after an aborted test, whose state is unknown). */
+void t_ctxs_destroy(struct t_ctxs *s, int check);
+
+/* An emu context on @wire with address @ip (see t_ctx_emu), tracked in @s;
+ * any failure, including a full set, ends the test. */
+struct qps_ctx *t_ctxs_emu(struct t_ctxs *s, const char *wire,
+			   const char *ip);
+
+/* The context's counters, asserting the whole struct was filled. */
+struct qps_stats t_ctx_stats(struct qps_ctx *ctx);
+
+/* Check that @tx's context counted @sent transmits and that each of them
+ * was either received (@received) or counted as dropped on the way to @rx's
+ * context: send errors, device drops on either side, a full receive queue,
+ * no endpoint. Fills @tx_st and @rx_st for further checks; returns the
+ * drops. */
+uint64_t t_check_delivery(struct qps_ctx *tx, struct qps_ctx *rx,
+			  uint64_t sent, uint64_t received,
+			  struct qps_stats *tx_st, struct qps_stats *rx_st);
+
+/* Start @n threads running @fn, the k-th on @args + k * @size (an array of
+ * per-thread structs), and wait for all of them; a thread that cannot be
+ * started ends the test. */
+void t_threads_run(void *(*fn)(void *), void *args, size_t size,
+		   unsigned int n);
+
+/* Ask thread @t to end by setting *@stop (it reads it with acquire
+ * semantics), then wait for it. */
+void t_thread_stop(pthread_t t, int *stop);
+
+/* Sleep @ms milliseconds (tests let in-flight traffic settle). */
+void t_sleep_ms(unsigned int ms);
 
 #endif

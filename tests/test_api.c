@@ -23,21 +23,6 @@
 /* ------------------------------------------------------------------ */
 /* Assertions that print what was expected and what came back.         */
 
-static void t_eq(long long got, long long want, const char *expr,
-		 const char *file, unsigned int line, int fatal)
-{
-	char msg[384];
-
-	if (got < 0 && got > -4096)
-		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld (%s)",
-			 expr, want, got, strerror((int)-got));
-	else
-		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld",
-			 expr, want, got);
-	CU_assertImplementation(got == want ? CU_TRUE : CU_FALSE, line, msg,
-				file, "", fatal ? CU_TRUE : CU_FALSE);
-}
-
 /* got must be one of two values (header silent between them). */
 static void t_eq2(long long got, long long w1, long long w2,
 		  const char *expr, const char *file, unsigned int line)
@@ -50,12 +35,8 @@ static void t_eq2(long long got, long long w1, long long w2,
 				line, msg, file, "", CU_FALSE);
 }
 
-#define EQ(got, want) \
-	t_eq((long long)(got), (long long)(want), #got " == " #want, \
-	     __FILE__, __LINE__, 0)
-#define EQ_FATAL(got, want) \
-	t_eq((long long)(got), (long long)(want), #got " == " #want, \
-	     __FILE__, __LINE__, 1)
+#define EQ T_EQ
+#define EQ_FATAL T_EQ_FATAL
 #define EQ2(got, w1, w2) \
 	t_eq2((long long)(got), (long long)(w1), (long long)(w2), \
 	      #got " in {" #w1 ", " #w2 "}", __FILE__, __LINE__)
@@ -64,56 +45,32 @@ static void t_eq2(long long got, long long w1, long long w2,
 /* Context tracking: every test destroys its contexts; an aborted test's
  * leftovers are destroyed by the next test or at exit. */
 
-#define MAX_TRACKED 8
-static struct qps_ctx *g_ctx[MAX_TRACKED];
-static int g_nctx;
-
-static void track(struct qps_ctx *ctx)
-{
-	if (ctx && g_nctx < MAX_TRACKED)
-		g_ctx[g_nctx++] = ctx;
-}
-
-static void ctx_destroy_all(int check)
-{
-	while (g_nctx > 0) {
-		int rc = qps_ctx_destroy(g_ctx[--g_nctx]);
-
-		if (check)
-			EQ(rc, 0);
-	}
-}
+static struct t_ctxs g_ctxs;
 
 static void ctx_cleanup_atexit(void)
 {
-	ctx_destroy_all(0);
+	t_ctxs_destroy(&g_ctxs, 0);
 	unsetenv("QPS_PROVIDER");
 	unsetenv("QPS_DEV");
 }
 
 static void t_begin(void)
 {
-	ctx_destroy_all(0);
+	t_ctxs_destroy(&g_ctxs, 0);
 	unsetenv("QPS_PROVIDER");
 	unsetenv("QPS_DEV");
 }
 
 static void t_end(void)
 {
-	ctx_destroy_all(1);
+	t_ctxs_destroy(&g_ctxs, 1);
 	unsetenv("QPS_PROVIDER");
 	unsetenv("QPS_DEV");
 }
 
 static struct qps_ctx *mkctx(const char *wire, const char *ip)
 {
-	struct qps_ctx *ctx = NULL;
-
-	CU_ASSERT_FATAL(g_nctx < MAX_TRACKED);
-	EQ_FATAL(t_ctx_emu(wire, ip, &ctx), 0);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-	track(ctx);
-	return ctx;
+	return t_ctxs_emu(&g_ctxs, wire, ip);
 }
 
 static struct qps_ep *mkep(struct qps_ctx *ctx)
@@ -153,7 +110,7 @@ static int try_create(const struct qps_ctx_attr *attr)
 	int rc = qps_ctx_create(attr, &ctx);
 
 	if (rc == 0)
-		track(ctx);
+		t_ctxs_add(&g_ctxs, ctx);
 	return rc;
 }
 
@@ -195,7 +152,7 @@ static void test_ctx_defaults(void)
 	CU_ASSERT_FATAL(setenv("QPS_DEV", wire, 1) == 0);
 	EQ_FATAL(qps_ctx_create(NULL, &c1), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(c1);
-	track(c1);
+	t_ctxs_add(&g_ctxs, c1);
 	check_default_info(c1, wire);
 
 	/* comp_mask 0: all defaults as well; a second port on the same wire
@@ -203,7 +160,7 @@ static void test_ctx_defaults(void)
 	memset(&attr, 0, sizeof(attr));
 	EQ_FATAL(qps_ctx_create(&attr, &c2), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
-	track(c2);
+	t_ctxs_add(&g_ctxs, c2);
 	check_default_info(c2, wire);
 	unsetenv("QPS_DEV");
 
@@ -236,7 +193,7 @@ static void test_ctx_attr(void)
 	attr.tx_depth = 64;
 	attr.rx_depth = 128;
 	EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
-	track(ctx);
+	t_ctxs_add(&g_ctxs, ctx);
 	EQ(qps_ctx_query(ctx, &info), 0);
 	EQ(info.addr.s_addr, ip_of("198.18.0.77"));
 	CU_ASSERT(info.tx_depth >= 64 && info.tx_depth <= 4096);
@@ -362,7 +319,7 @@ static void test_provider_env(void)
 	rc = qps_ctx_create(&attr, &ctx);
 	EQ(rc, 0);
 	if (rc == 0) {
-		track(ctx);
+		t_ctxs_add(&g_ctxs, ctx);
 		EQ(qps_ctx_query(ctx, &info), 0);
 		CU_ASSERT_STRING_EQUAL(info.provider, "emu");
 	}
@@ -373,7 +330,7 @@ static void test_provider_env(void)
 	rc = qps_ctx_create(NULL, &ctx);
 	EQ(rc, 0);
 	if (rc == 0) {
-		track(ctx);
+		t_ctxs_add(&g_ctxs, ctx);
 		EQ(qps_ctx_query(ctx, &info), 0);
 		CU_ASSERT_STRING_EQUAL(info.provider, "emu");
 		CU_ASSERT_STRING_EQUAL(info.dev, wire);
@@ -416,7 +373,7 @@ static void test_ep_create_bad(void)
 		struct qps_ctx *small = NULL;
 
 		EQ_FATAL(qps_ctx_create(&attr, &small), 0);
-		track(small);
+		t_ctxs_add(&g_ctxs, small);
 		EQ(qps_ep_create(small, QPS_EP_DGRAM, &eps[0]), 0);
 		EQ(qps_ep_create(small, QPS_EP_DGRAM, &eps[1]), 0);
 		rc = qps_ep_create(small, QPS_EP_DGRAM, &eps[2]);
@@ -879,10 +836,10 @@ static void test_errno_untouched(void)
 	KEEPS_ERRNO(try_create(&attr), -ENOENT);
 	KEEPS_ERRNO(t_ctx_emu(wire, IP_A, &ctx), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-	track(ctx);
+	t_ctxs_add(&g_ctxs, ctx);
 	KEEPS_ERRNO(t_ctx_emu(wire, IP_B, &ctx2), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx2);
-	track(ctx2);
+	t_ctxs_add(&g_ctxs, ctx2);
 	KEEPS_ERRNO(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
 	KEEPS_ERRNO(qps_ep_create(ctx2, QPS_EP_DGRAM, &rx), 0);
 	CU_ASSERT_FATAL(ep != NULL && rx != NULL);
@@ -905,7 +862,7 @@ static void test_errno_untouched(void)
 	KEEPS_ERRNO(qps_recv(rx, buf, sizeof(buf), QPS_MSG_DONTWAIT), -EAGAIN);
 	KEEPS_ERRNO(qps_ep_close(ep), 0);
 	KEEPS_ERRNO(qps_ep_close(ep), -EBADF);
-	g_nctx = 0;
+	g_ctxs.n = 0;
 	KEEPS_ERRNO(qps_ctx_destroy(ctx2), 0);
 	KEEPS_ERRNO(qps_ctx_destroy(ctx), 0);
 	t_end();

@@ -33,62 +33,25 @@
 
 /* --- assertions that print both values -------------------------------- */
 
-static void t_eq(long long got, long long want, const char *expr,
-		 const char *file, unsigned int line, int fatal)
-{
-	char msg[320];
-
-	snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld", expr, want,
-		 got);
-	CU_assertImplementation(got == want, line, msg, file, "", fatal);
-}
-
-static void t_cmp(long long a, long long b, int le, const char *expr,
-		  const char *file, unsigned int line)
-{
-	char msg[320];
-
-	snprintf(msg, sizeof(msg), "%s: values %lld, %lld", expr, a, b);
-	CU_assertImplementation(le ? a <= b : a >= b, line, msg, file, "", 0);
-}
-
-#define EQ(got, want) t_eq((long long)(got), (long long)(want), \
-			   #got " == " #want, __FILE__, __LINE__, 0)
-#define EQ_FATAL(got, want) t_eq((long long)(got), (long long)(want), \
-				 #got " == " #want, __FILE__, __LINE__, 1)
-#define LE(a, b) t_cmp((long long)(a), (long long)(b), 1, #a " <= " #b, \
-		       __FILE__, __LINE__)
-#define GE(a, b) t_cmp((long long)(a), (long long)(b), 0, #a " >= " #b, \
-		       __FILE__, __LINE__)
+#define EQ T_EQ
+#define EQ_FATAL T_EQ_FATAL
+#define LE T_LE
+#define GE T_GE
 
 /* --- helpers ----------------------------------------------------------- */
 
-static char g_wire[64];
-
 /* A wire per test, so a failed test's leftovers never disturb the next. */
-static void new_wire(const char *tag)
-{
-	char t[32];
-
-	snprintf(t, sizeof(t), "db-%s", tag);
-	t_wire_name(g_wire, sizeof(g_wire), t);
-}
+static char g_wire[64];
 
 static struct qps_ctx *mkctx(const char *ip, uint32_t path, uint32_t delay_us,
 			     uint32_t tx_depth)
 {
-	struct qps_ctx_attr a = {
-		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
-			     QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_TX_PATH |
-			     QPS_CTX_ATTR_DB_DELAY,
-		.provider = "emu",
-		.dev = g_wire,
-		.tx_path = path,
-		.db_delay_us = delay_us,
-	};
+	struct qps_ctx_attr a = t_emu_attr(g_wire, ip);
 	struct qps_ctx *ctx = NULL;
 
-	inet_pton(AF_INET, ip, &a.addr);
+	a.comp_mask |= QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_DB_DELAY;
+	a.tx_path = path;
+	a.db_delay_us = delay_us;
 	if (tx_depth) {
 		a.comp_mask |= QPS_CTX_ATTR_TX_DEPTH;
 		a.tx_depth = tx_depth;
@@ -103,23 +66,7 @@ static struct qps_ctx *mkctx(const char *ip, uint32_t path, uint32_t delay_us,
 static struct qps_ep *mkep(struct qps_ctx *ctx, const char *ip,
 			   unsigned short port)
 {
-	struct sockaddr_in sin = t_sin(ip, port);
-	struct qps_ep *ep = NULL;
-	int to = 2000;
-
-	EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
-	EQ_FATAL(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	EQ(qps_setopt(ep, QPS_OPT_RCVTIMEO, &to, sizeof(to)), 0);
-	return ep;
-}
-
-static struct qps_stats stats(struct qps_ctx *ctx)
-{
-	struct qps_stats st;
-
-	memset(&st, 0, sizeof(st));
-	EQ(qps_ctx_stats(ctx, &st, sizeof(st)), sizeof(st));
-	return st;
+	return t_ep_bound(ctx, ip, port, 2000);
 }
 
 /* Register writes as the device saw them (doorbell only, BF only). */
@@ -167,13 +114,6 @@ static double now_ms(void)
 	return (double)qps_now_ns() / 1e6;
 }
 
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 /* How many send queues the flows from port 4000 to @d[0..n-1] take. */
 static uint32_t send_queues(struct qps_ctx *ctx,
 			    const struct qps_ctx_info *info,
@@ -212,21 +152,21 @@ static void counts(uint32_t path)
 	uint8_t buf[64];
 	int i;
 
-	new_wire("counts");
+	t_wire_name(g_wire, sizeof(g_wire), "db-counts");
 	a = mkctx(IP_A, path, LONG_DELAY_US, 0);
 	tx = mkep(a, IP_A, 4000);
 
 	fill(buf, sizeof(buf), 1);
 	/* 32 sends with MORE, then one without: one doorbell. */
-	s0 = stats(a);
+	s0 = t_ctx_stats(a);
 	c0 = dev_ctrs(a);
 	for (i = 0; i < 32; i++)
 		EQ(send_to(tx, buf, 64, QPS_MSG_MORE, SINK, 9), 64);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.doorbells, s0.doorbells);		/* nothing rung yet */
 	EQ(s1.wqes, s0.wqes);			/* and nothing sent */
 	EQ(send_to(tx, buf, 64, 0, SINK, 9), 64);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	c1 = dev_ctrs(a);
 	EQ(s1.doorbells - s0.doorbells, 1);
 	EQ(s1.tx_doorbells - s0.tx_doorbells, 1);
@@ -255,7 +195,7 @@ static void counts(uint32_t path)
 	EQ(qps_sendmmsg(tx, msgs, 64, 0), 64);
 	for (i = 0; i < 64; i++)
 		EQ(msgs[i].result, 64);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.doorbells - s0.doorbells, 1);
 	EQ(s1.tx_doorbells - s0.tx_doorbells, 1);
 	EQ(s1.wqes - s0.wqes, 64);
@@ -264,7 +204,7 @@ static void counts(uint32_t path)
 	s0 = s1;
 	for (i = 0; i < 1000; i++)
 		EQ_FATAL(send_to(tx, buf, 64, 0, SINK, 9), 64);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.doorbells - s0.doorbells, 1000);
 	EQ(s1.tx_doorbells - s0.tx_doorbells, 1000);
 	EQ(s1.wqes - s0.wqes, 1000);
@@ -296,7 +236,7 @@ static void e2e(uint32_t path)
 	const size_t sizes[] = { 0, 4, 18, 64, 100, 182, 183, 500, 1000, 1472 };
 	uint32_t i, nb = 0, nb2 = 0, nc = 0, round, nq;
 
-	new_wire("e2e");
+	t_wire_name(g_wire, sizeof(g_wire), "db-e2e");
 	a = mkctx(IP_A, path, LONG_DELAY_US, 0);
 	b = mkctx(IP_B, QPS_TX_PATH_AUTO, 0, 0);
 	c = mkctx(IP_C, QPS_TX_PATH_AUTO, 0, 0);
@@ -355,7 +295,7 @@ static void e2e(uint32_t path)
 	EQ(qps_recv(rb, pay[0], 8, QPS_MSG_DONTWAIT), -EAGAIN);
 	EQ(qps_recv(rc, pay[0], 8, QPS_MSG_DONTWAIT), -EAGAIN);
 	EQ(qps_ctx_progress(a) >= 0, 1);
-	s = stats(a);
+	s = t_ctx_stats(a);
 	dv = dev_ctrs(a);
 	EQ(s.tx_packets, nb + nb2 + nc);
 	EQ(s.tx_errors, 0);
@@ -391,7 +331,7 @@ static void stranding(uint32_t path)
 	uint8_t p[64];
 	double t0, dt;
 
-	new_wire("strandin");
+	t_wire_name(g_wire, sizeof(g_wire), "db-strandin");
 	a = mkctx(IP_A, path, 200000, 0);	/* 200 ms */
 	b = mkctx(IP_B, QPS_TX_PATH_AUTO, 0, 0);
 	tx = mkep(a, IP_A, 4000);
@@ -400,16 +340,16 @@ static void stranding(uint32_t path)
 	fill(p, 64, 7);
 	t0 = now_ms();
 	EQ(send_to(tx, p, 64, QPS_MSG_MORE, IP_B, PORT_B), 64);
-	EQ(stats(a).doorbells, 0);
-	sleep_ms(20);
+	EQ(t_ctx_stats(a).doorbells, 0);
+	t_sleep_ms(20);
 	/* Not yet: the delay is a bound, and nothing else rang. */
 	EQ(qps_recv(rx, p, sizeof(p), QPS_MSG_DONTWAIT), -EAGAIN);
 	recv_check(rx, 7, 64);
 	dt = now_ms() - t0;
 	GE(dt, 195.0);
 	LE(dt, 2000.0);
-	EQ(stats(a).tx_flush_timer, 1);
-	EQ(stats(a).doorbells, 1);
+	EQ(t_ctx_stats(a).tx_flush_timer, 1);
+	EQ(t_ctx_stats(a).doorbells, 1);
 	EQ(qps_ctx_destroy(a), 0);
 
 	/* The default delay (tens of us): delivered well within 0.5 s even
@@ -423,11 +363,11 @@ static void stranding(uint32_t path)
 		EQ(send_to(tx, p, 64, QPS_MSG_MORE, IP_B, PORT_B), 64);
 		recv_check(rx, 20u + (uint32_t)k, 64);
 		LE(now_ms() - t0, 500.0);
-		EQ(stats(a).tx_flush_timer, (uint64_t)k + 1);
-		EQ(stats(a).tx_doorbells, (uint64_t)k + 1);
+		EQ(t_ctx_stats(a).tx_flush_timer, (uint64_t)k + 1);
+		EQ(t_ctx_stats(a).tx_doorbells, (uint64_t)k + 1);
 		for (int w = 0; w < 200 &&
 		     !__atomic_load_n(&a->db_timer.idle, __ATOMIC_SEQ_CST); w++)
-			sleep_ms(5);
+			t_sleep_ms(5);
 		EQ(__atomic_load_n(&a->db_timer.idle, __ATOMIC_SEQ_CST), 1);
 	}
 	EQ(qps_ctx_destroy(a), 0);
@@ -444,7 +384,7 @@ static void flush_points(uint32_t path)
 	struct qps_stats s0, s1;
 	uint8_t p[100];
 
-	new_wire("flush_po");
+	t_wire_name(g_wire, sizeof(g_wire), "db-flush_po");
 	a = mkctx(IP_A, path, LONG_DELAY_US, 0);
 	b = mkctx(IP_B, QPS_TX_PATH_AUTO, 0, 0);
 	tx = mkep(a, IP_A, 4000);
@@ -466,7 +406,7 @@ static void flush_points(uint32_t path)
 	EQ(send_to(tx, p, 100, QPS_MSG_MORE, IP_B, PORT_B), 100);
 	EQ(qps_ctx_flush(a), 1);
 	recv_check(rx, 3, 100);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.tx_flush_explicit, 2);
 
 	/* Progress. */
@@ -475,7 +415,7 @@ static void flush_points(uint32_t path)
 	EQ(send_to(tx, p, 100, QPS_MSG_MORE, IP_B, PORT_B), 100);
 	EQ(qps_ctx_progress(a) >= 0, 1);
 	recv_check(rx, 4, 100);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.tx_flush_poll - s0.tx_flush_poll, 1);
 
 	/* A receive call on the sending context. */
@@ -484,7 +424,7 @@ static void flush_points(uint32_t path)
 	EQ(send_to(tx, p, 100, QPS_MSG_MORE, IP_B, PORT_B), 100);
 	EQ(qps_recv(tx, p, sizeof(p), QPS_MSG_DONTWAIT), -EAGAIN);
 	recv_check(rx, 5, 100);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.tx_flush_poll - s0.tx_flush_poll, 1);
 
 	/* Endpoint close. */
@@ -493,7 +433,7 @@ static void flush_points(uint32_t path)
 	EQ(send_to(tx, p, 100, QPS_MSG_MORE, IP_B, PORT_B), 100);
 	EQ(qps_ep_close(tx), 0);
 	EQ(qps_recv(rx, p, sizeof(p), QPS_MSG_DONTWAIT), 100);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.tx_flush_close + s1.tx_flush_poll -
 	   s0.tx_flush_close - s0.tx_flush_poll, 1);
 	EQ(s1.tx_flush_timer, 0);
@@ -511,7 +451,7 @@ static void flush_points(uint32_t path)
 	fill(p, 100, 8);
 	EQ(send_to(tx, p, 100, QPS_MSG_MORE, IP_B, PORT_B), 100);
 	EQ(qps_recv(rx, p, sizeof(p), QPS_MSG_DONTWAIT), 100);
-	EQ(stats(a).tx_flush_send, 1);
+	EQ(t_ctx_stats(a).tx_flush_send, 1);
 	EQ(a->db_timer.started, 0);
 	EQ(qps_ctx_destroy(a), 0);
 	EQ(qps_ctx_destroy(b), 0);
@@ -531,14 +471,14 @@ static void full_mid_burst(uint32_t path)
 	uint32_t i, sent;
 	int r, steps = 0;
 
-	new_wire("full_mid");
+	t_wire_name(g_wire, sizeof(g_wire), "db-full_mid");
 	a = mkctx(IP_A, path, LONG_DELAY_US, 16);
 	b = mkctx(IP_B, QPS_TX_PATH_AUTO, 0, 0);
 	tx = mkep(a, IP_A, 4000);
 	rx = mkep(b, IP_B, PORT_B);
 
 	/* 64 MORE sends through 16 slots: rung every 16, nothing lost. */
-	s0 = stats(a);
+	s0 = t_ctx_stats(a);
 	for (i = 0; i < 64; i++) {
 		fill(pay[i], 64, i);
 		EQ_FATAL(send_to(tx, pay[i], 64, i < 63 ? QPS_MSG_MORE : 0,
@@ -546,7 +486,7 @@ static void full_mid_burst(uint32_t path)
 	}
 	for (i = 0; i < 64; i++)
 		recv_check(rx, i, 64);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.tx_doorbells - s0.tx_doorbells, 4);
 	EQ(s1.tx_flush_full - s0.tx_flush_full, 3);
 	EQ(s1.tx_flush_send - s0.tx_flush_send, 1);
@@ -562,7 +502,7 @@ static void full_mid_burst(uint32_t path)
 	EQ(qps_sendmmsg(tx, msgs, 64, 0), 64);
 	for (i = 0; i < 64; i++)
 		recv_check(rx, 100 + i, 64);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.tx_doorbells - s0.tx_doorbells, 4);
 	EQ(s1.tx_flush_full - s0.tx_flush_full, 3);
 
@@ -571,7 +511,7 @@ static void full_mid_burst(uint32_t path)
 	 * tells which messages were not tried; once the device runs, the
 	 * rest goes, in order. */
 	qps_emu_set_stepping(a->dev, true);
-	s0 = stats(a);
+	s0 = t_ctx_stats(a);
 	for (i = 0; i < 64; i++) {
 		fill(pay[i], 64, 200 + i);
 		msgs[i] = (struct qps_msg){ .buf = pay[i], .len = 64,
@@ -584,7 +524,7 @@ static void full_mid_burst(uint32_t path)
 	EQ(msgs[16].result, -EAGAIN);
 	EQ(msgs[17].result, -ECANCELED);
 	EQ(msgs[63].result, -ECANCELED);
-	s1 = stats(a);
+	s1 = t_ctx_stats(a);
 	EQ(s1.wqes - s0.wqes, 0);		/* the device has not run */
 	EQ(s1.tx_wqes - s0.tx_wqes, 16);
 	GE(s1.tx_flush_full - s0.tx_flush_full, 1);
@@ -604,7 +544,7 @@ static void full_mid_burst(uint32_t path)
 	for (i = 0; i < 64; i++)
 		recv_check(rx, 200 + i, 64);
 	EQ(qps_recv(rx, pay[0], 64, QPS_MSG_DONTWAIT), -EAGAIN);
-	EQ(stats(a).tx_errors, 0);
+	EQ(t_ctx_stats(a).tx_errors, 0);
 	EQ(qps_ctx_destroy(a), 0);
 	EQ(qps_ctx_destroy(b), 0);
 }
@@ -713,7 +653,7 @@ static void blueflame(void)
 	const size_t big[2] = { 1400, 1000 };
 	uint32_t i;
 
-	new_wire("blueflam");
+	t_wire_name(g_wire, sizeof(g_wire), "db-blueflam");
 	b = mkctx(IP_B, QPS_TX_PATH_AUTO, 0, 0);
 	rx = mkep(b, IP_B, PORT_B);
 
@@ -778,7 +718,7 @@ static void same_wqe_bytes(void)
 	const size_t lens[3] = { 100, 182, 1200 };
 	unsigned int k;
 
-	new_wire("same_wqe");
+	t_wire_name(g_wire, sizeof(g_wire), "db-same_wqe");
 
 	bare_open(&g, 0);
 	bare_open(&d, 0);
@@ -838,7 +778,7 @@ static void sendmmsg_api(void)
 	struct qps_ctx *none = NULL;
 	int i;
 
-	new_wire("sendmmsg");
+	t_wire_name(g_wire, sizeof(g_wire), "db-sendmmsg");
 	a = mkctx(IP_A, QPS_TX_PATH_AUTO, LONG_DELAY_US, 0);
 	b = mkctx(IP_B, QPS_TX_PATH_AUTO, 0, 0);
 	rx = mkep(b, IP_B, PORT_B);
@@ -937,7 +877,7 @@ static void cost_model(void)
 	double t0;
 	int i;
 
-	new_wire("cost_mod");
+	t_wire_name(g_wire, sizeof(g_wire), "db-cost_mod");
 
 	setenv("QPS_EMU_DB_NS", "12x", 1);
 	EQ(t_ctx_emu(g_wire, NULL, &none), -EINVAL);

@@ -38,91 +38,36 @@
 /* ------------------------------------------------------------------ */
 /* Assertions that print what was expected and what came back.         */
 
-static void t_eq(long long got, long long exp, const char *expr,
-		 const char *file, unsigned int line, int fatal)
-{
-	char msg[384];
-
-	if (got < 0 && got > -4096)
-		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld (%s)",
-			 expr, exp, got, strerror((int)-got));
-	else
-		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld",
-			 expr, exp, got);
-	CU_assertImplementation(got == exp ? CU_TRUE : CU_FALSE, line, msg,
-				file, "", fatal ? CU_TRUE : CU_FALSE);
-}
-
-static void t_cmp(int ok, long long a, long long b, const char *expr,
-		  const char *file, unsigned int line)
-{
-	char msg[384];
-
-	snprintf(msg, sizeof(msg), "%s (values %lld, %lld)", expr, a, b);
-	CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, line, msg, file, "",
-				CU_FALSE);
-}
-
-#define EQ(got, exp) \
-	t_eq((long long)(got), (long long)(exp), #got " == " #exp, \
-	     __FILE__, __LINE__, 0)
-#define EQ_FATAL(got, exp) \
-	t_eq((long long)(got), (long long)(exp), #got " == " #exp, \
-	     __FILE__, __LINE__, 1)
-#define GE(a, b) \
-	t_cmp((long long)(a) >= (long long)(b), (long long)(a), \
-	      (long long)(b), #a " >= " #b, __FILE__, __LINE__)
-#define LE(a, b) \
-	t_cmp((long long)(a) <= (long long)(b), (long long)(a), \
-	      (long long)(b), #a " <= " #b, __FILE__, __LINE__)
+#define EQ T_EQ
+#define EQ_FATAL T_EQ_FATAL
+#define LE T_LE
+#define GE T_GE
 
 /* ------------------------------------------------------------------ */
 /* Context tracking and small helpers.                                  */
 
-#define MAX_TRACKED 8
-static struct qps_ctx *g_ctx[MAX_TRACKED];
-static int g_nctx;
-
-/* Destroy every tracked context; with @check, assert each destroy is 0. */
-static void ctx_destroy_all(int check)
-{
-	while (g_nctx > 0) {
-		struct qps_ctx *c = g_ctx[--g_nctx];
-		int rc = qps_ctx_destroy(c);
-
-		if (check)
-			EQ(rc, 0);
-	}
-}
+static struct t_ctxs g_ctxs;
 
 static void ctx_cleanup_atexit(void)
 {
-	ctx_destroy_all(0);
+	t_ctxs_destroy(&g_ctxs, 0);
 }
 
 /* Start of every test: remove what an aborted test left behind. */
 static void t_begin(void)
 {
-	ctx_destroy_all(0);
+	t_ctxs_destroy(&g_ctxs, 0);
 }
 
 /* End of every test: destroy the test's contexts (cleans the wire). */
 static void t_end(void)
 {
-	ctx_destroy_all(1);
+	t_ctxs_destroy(&g_ctxs, 1);
 }
 
 static struct qps_ctx *mkctx(const char *wire, const char *ip)
 {
-	struct qps_ctx *ctx = NULL;
-	int rc;
-
-	CU_ASSERT_FATAL(g_nctx < MAX_TRACKED);
-	rc = t_ctx_emu(wire, ip, &ctx);
-	EQ_FATAL(rc, 0);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-	g_ctx[g_nctx++] = ctx;
-	return ctx;
+	return t_ctxs_emu(&g_ctxs, wire, ip);
 }
 
 static void set_int(struct qps_ep *ep, int opt, int v)
@@ -1150,7 +1095,7 @@ static void test_unreachable(void)
 		EQ(send_to(tx, "hi", 2, 0, IP_C, 5000), 2);
 		EQ(qps_recv(rc_ep, in, sizeof(in), 0), 2);
 		/* destroy C (last tracked) */
-		g_nctx--;
+		g_ctxs.n--;
 		EQ(qps_ctx_destroy(c), 0);
 		EQ(send_to(tx, "gone", 4, 0, IP_C, 5000), -EHOSTUNREACH);
 	}

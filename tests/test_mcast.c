@@ -48,68 +48,32 @@
 /* ------------------------------------------------------------------ */
 /* Assertions that print both values.                                   */
 
-static void t_eq(long long got, long long exp, const char *expr,
-		 const char *file, unsigned int line, int fatal)
-{
-	char msg[384];
-
-	if (got < 0 && got > -4096)
-		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld (%s)",
-			 expr, exp, got, strerror((int)-got));
-	else
-		snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld",
-			 expr, exp, got);
-	CU_assertImplementation(got == exp ? CU_TRUE : CU_FALSE, line, msg,
-				file, "", fatal ? CU_TRUE : CU_FALSE);
-}
-
-#define EQ(got, exp) \
-	t_eq((long long)(got), (long long)(exp), #got " == " #exp, \
-	     __FILE__, __LINE__, 0)
-#define EQ_FATAL(got, exp) \
-	t_eq((long long)(got), (long long)(exp), #got " == " #exp, \
-	     __FILE__, __LINE__, 1)
+#define EQ T_EQ
+#define EQ_FATAL T_EQ_FATAL
 
 /* ------------------------------------------------------------------ */
 /* Contexts, endpoints, traffic.                                        */
 
-#define MAX_TRACKED 8
-static struct qps_ctx *g_ctx[MAX_TRACKED];
-static int g_nctx;
-
-static void ctx_destroy_all(int check)
-{
-	while (g_nctx > 0) {
-		int rc = qps_ctx_destroy(g_ctx[--g_nctx]);
-
-		if (check)
-			EQ(rc, 0);
-	}
-}
+static struct t_ctxs g_ctxs;
 
 static void ctx_cleanup_atexit(void)
 {
-	ctx_destroy_all(0);
+	t_ctxs_destroy(&g_ctxs, 0);
 }
 
 static void t_begin(void)
 {
-	ctx_destroy_all(0);
+	t_ctxs_destroy(&g_ctxs, 0);
 }
 
 static void t_end(void)
 {
-	ctx_destroy_all(1);
+	t_ctxs_destroy(&g_ctxs, 1);
 }
 
 static struct qps_ctx *mkctx(const char *wire, const char *ip)
 {
-	struct qps_ctx *ctx = NULL;
-
-	CU_ASSERT_FATAL(g_nctx < MAX_TRACKED);
-	EQ_FATAL(t_ctx_emu(wire, ip, &ctx), 0);
-	g_ctx[g_nctx++] = ctx;
-	return ctx;
+	return t_ctxs_emu(&g_ctxs, wire, ip);
 }
 
 static uint32_t ip_of(const char *ip)

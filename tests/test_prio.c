@@ -44,19 +44,7 @@
 #define T_STRAND_ITERS 2000u
 #define T_WAIT_NS 2000000000ll	/* bound on every cross-thread handshake */
 
-#define EQ(got, exp) t_eq((long long)(got), (long long)(exp), \
-			  #got " == " #exp, __FILE__, __LINE__)
-
-static void t_eq(long long got, long long exp, const char *expr,
-		 const char *file, unsigned int line)
-{
-	char msg[384];
-
-	snprintf(msg, sizeof(msg), "%s: expected %lld, got %lld", expr, exp,
-		 got);
-	CU_assertImplementation(got == exp ? CU_TRUE : CU_FALSE, line, msg,
-				file, "", CU_FALSE);
-}
+#define EQ T_EQ
 
 static int64_t now_ns(void)
 {

@@ -73,34 +73,14 @@ static struct qps_ctx *mkctx(const char *ip, uint32_t path, uint32_t depth)
 static struct qps_ep *mkep(struct qps_ctx *ctx, const char *ip,
 			   unsigned short port, const struct sockaddr_in *peer)
 {
-	struct sockaddr_in sin = t_sin(ip, port);
-	struct qps_ep *ep = NULL;
-	int to = 2000, rcvbuf = 65536;
+	struct qps_ep *ep = t_ep_bound(ctx, ip, port, 2000);
+	int rcvbuf = 65536;
 
-	EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
-	EQ_FATAL(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	EQ(qps_setopt(ep, QPS_OPT_RCVTIMEO, &to, sizeof(to)), 0);
 	qps_setopt(ep, QPS_OPT_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	if (peer)
 		EQ_FATAL(qps_connect(ep, (const struct sockaddr *)peer,
 				     sizeof(*peer)), 0);
 	return ep;
-}
-
-static struct qps_stats stats(struct qps_ctx *ctx)
-{
-	struct qps_stats st;
-
-	memset(&st, 0, sizeof(st));
-	EQ(qps_ctx_stats(ctx, &st, sizeof(st)), sizeof(st));
-	return st;
-}
-
-static void sleep_ms(unsigned int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
 }
 
 static void set_prio(struct qps_ep *ep, int prio)
@@ -168,7 +148,7 @@ static void strict(uint32_t path)
 		}
 	}
 
-	st = stats(a);
+	st = t_ctx_stats(a);
 	for (band = 0; band < QPS_PRIO_BANDS; band++) {
 		EQ(st.tx_band_depth[band], PER_BAND);
 		EQ(st.tx_band_bytes[band], PER_BAND * PKT_LEN);
@@ -186,7 +166,7 @@ static void strict(uint32_t path)
 			want[band]++;
 		}
 	}
-	st = stats(a);
+	st = t_ctx_stats(a);
 	EQ(st.tx_packets, QPS_PRIO_BANDS * PER_BAND);
 	for (band = 0; band < QPS_PRIO_BANDS; band++)
 		EQ(st.tx_band_depth[band], 0);
@@ -195,7 +175,7 @@ static void strict(uint32_t path)
 	set_prio(ea, band_prio[0]);
 	EQ_FATAL(send_pkt(ea, 0, seq[0]), PKT_LEN);
 	EQ_FATAL(send_pkt(ea, 0, seq[0] + 1), PKT_LEN);
-	CU_ASSERT(stats(a).tx_band_bypassed[0] >= 1);
+	CU_ASSERT(t_ctx_stats(a).tx_band_bypassed[0] >= 1);
 	EQ(qps_ctx_destroy(a), 0);
 	EQ(qps_ctx_destroy(b), 0);
 }
@@ -231,7 +211,7 @@ static void full_band(uint32_t path)
 	EQ(ret, -EAGAIN);
 	EQ(sent, QPS_PRIO_DEFAULT_DEPTH);
 	EQ(send_pkt(ea, 1, sent), -EAGAIN);
-	st = stats(a);
+	st = t_ctx_stats(a);
 	EQ(st.tx_band_drops[1], 2);
 	EQ(st.tx_band_drops[0], 0);
 	EQ(st.tx_band_drops[2], 0);
@@ -249,7 +229,7 @@ static void full_band(uint32_t path)
 		got++;
 	}
 	EQ(got, sent);
-	st = stats(a);
+	st = t_ctx_stats(a);
 	EQ(st.tx_packets, sent + 1);
 	EQ(st.tx_band_depth[1], 0);
 	EQ(qps_ctx_destroy(a), 0);
@@ -315,7 +295,7 @@ static void concurrent(uint32_t path)
 	struct sockaddr_in sb = t_sin(IP_B, PORT_B);
 	struct cc_send s[CC_THREADS];
 	struct cc_recv c;
-	pthread_t ts[CC_THREADS], tr;
+	pthread_t tr;
 	struct qps_ctx *a, *b;
 	struct qps_stats sa, sb_st;
 	uint64_t sent = 0, drops;
@@ -334,26 +314,18 @@ static void concurrent(uint32_t path)
 		set_prio(s[k].ep, band_prio[k % QPS_PRIO_BANDS]);
 	}
 	EQ_FATAL(pthread_create(&tr, NULL, cc_recv_main, &c), 0);
-	for (k = 0; k < CC_THREADS; k++)
-		EQ_FATAL(pthread_create(&ts[k], NULL, cc_send_main, &s[k]), 0);
+	t_threads_run(cc_send_main, s, sizeof(s[0]), CC_THREADS);
 	for (k = 0; k < CC_THREADS; k++) {
-		pthread_join(ts[k], NULL);
 		EQ(s[k].err, 0);
 		EQ(s[k].sent, CC_SENDS);
 		sent += s[k].sent;
 	}
 	qps_ctx_flush(a);
-	sleep_ms(100);
-	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(tr, NULL);
+	t_sleep_ms(100);
+	t_thread_stop(tr, &c.stop);
 
-	sa = stats(a);
-	sb_st = stats(b);
-	drops = sa.tx_errors + sa.dev_tx_drops + sb_st.dev_rx_drops +
-		sb_st.rx_queue_full + sb_st.rx_no_endpoint;
 	EQ(c.bad, 0);
-	EQ(sa.tx_packets, sent);
-	EQ(c.received + drops, sent);
+	drops = t_check_delivery(a, b, sent, c.received, &sa, &sb_st);
 	for (k = 0; k < QPS_PRIO_BANDS; k++) {
 		EQ(sa.tx_band_depth[k], 0);
 		EQ(sa.tx_band_drops[k], 0);
