@@ -17,8 +17,10 @@ wire="qpst7-$$"
 tmp=$(mktemp -d)
 spid=
 fails=0
-# A TCP port of our own: ctest may run other suites at the same time.
-port=$((20000 + $$ % 20000))
+# A TCP port of our own: ctest may run other suites at the same time. It
+# stays below the kernel's ephemeral range (32768 and up by default), where
+# any outgoing connection's local port could already hold it.
+port=$((20000 + $$ % 12000))
 
 cleanup() {
 	if [[ -n "$spid" ]] && kill -0 "$spid" 2>/dev/null; then
