@@ -14,7 +14,7 @@
 
 /* Every field after @name is an op of pointer size; a new op must get a
  * stub in qps_provider_fill, and this count must change with it. */
-#define QPS_PROVIDER_NUM_OPS 25
+#define QPS_PROVIDER_NUM_OPS 31
 _Static_assert(sizeof(struct qps_provider_ops) ==
 	       offsetof(struct qps_provider_ops, open) +
 	       QPS_PROVIDER_NUM_OPS * sizeof(void (*)(void)),
@@ -182,6 +182,47 @@ static uint64_t stub_route_gen(struct qps_dev *dev)
 	return 0;
 }
 
+static int stub_modify_qp(struct qps_qp *qp, struct ibv_qp_attr *attr,
+			  int attr_mask)
+{
+	(void)qp;
+	(void)attr;
+	(void)attr_mask;
+	return -EOPNOTSUPP;
+}
+
+static int stub_query_gid(struct qps_dev *dev, int index, union ibv_gid *gid)
+{
+	(void)dev;
+	(void)index;
+	(void)gid;
+	return -EOPNOTSUPP;
+}
+
+static int stub_create_ah(struct qps_dev *dev, struct ibv_ah_attr *attr,
+			  struct qps_ah **ah_out)
+{
+	(void)dev;
+	(void)attr;
+	(void)ah_out;
+	return -EOPNOTSUPP;
+}
+
+static int stub_destroy_ah(struct qps_ah *ah)
+{
+	(void)ah;
+	return -EOPNOTSUPP;
+}
+
+static int stub_qp_mcast(struct qps_qp *qp, const union ibv_gid *gid,
+			 uint16_t lid)
+{
+	(void)qp;
+	(void)gid;
+	(void)lid;
+	return -EOPNOTSUPP;
+}
+
 int qps_provider_fill(const struct qps_provider_ops *raw,
 		      struct qps_provider_ops *out)
 {
@@ -230,6 +271,12 @@ int qps_provider_fill(const struct qps_provider_ops *raw,
 	QPS_FILL(mcast_detach, stub_mcast);
 	QPS_FILL(resolve, stub_resolve);
 	QPS_FILL(route_gen, stub_route_gen);
+	QPS_FILL(modify_qp, stub_modify_qp);
+	QPS_FILL(query_gid, stub_query_gid);
+	QPS_FILL(create_ah, stub_create_ah);
+	QPS_FILL(destroy_ah, stub_destroy_ah);
+	QPS_FILL(attach_mcast, stub_qp_mcast);
+	QPS_FILL(detach_mcast, stub_qp_mcast);
 #undef QPS_FILL
 	return 0;
 }

@@ -52,6 +52,14 @@ struct qps_flow {
 	struct qps_qp *qp;
 };
 
+/* A UD address handle. A UD send WR carries &ah->ibv in wr.ud.ah; the
+ * provider finds its own object with container_of. The caller owns the
+ * ibv fields (context, pd, handle); the provider leaves them alone. */
+struct qps_ah {
+	struct ibv_ah ibv;
+	struct qps_dev *dev;
+};
+
 struct qps_dev_attr {
 	const char *dev;	/* wire / netdev / RDMA device; NULL = default */
 	bool addr_set;
@@ -61,6 +69,16 @@ struct qps_dev_attr {
 enum qps_dev_caps {
 	QPS_DEV_CAP_MLX4_SQ = 1 << 0,	/* mlx4_sq op works: direct WQE path */
 	QPS_DEV_CAP_FLOW = 1 << 1,	/* create_flow with ETH/IPv4/UDP specs */
+	QPS_DEV_CAP_UD = 1 << 2,	/* IBV_QPT_UD over RoCE v2, AHs, GIDs */
+};
+
+/* GID table of a RoCE port, as mlx4 fills it from its netdev: index 0 is
+ * the RoCE v1 link-local GID (fe80::EUI-64 of the MAC), index 1 the RoCE
+ * v2 GID of the IPv4 address (::ffff:a.b.c.d). */
+enum {
+	QPS_GID_ROCE_V1_LL = 0,
+	QPS_GID_ROCE_V2_IPV4 = 1,
+	QPS_GID_TABLE_LEN = 2,
 };
 
 struct qps_dev_info {
@@ -75,7 +93,7 @@ struct qps_dev_info {
 };
 
 struct qps_qp_init_attr {
-	enum ibv_qp_type qp_type;	/* IBV_QPT_RAW_PACKET (emu, packet) */
+	enum ibv_qp_type qp_type;	/* RAW_PACKET; UD with QPS_DEV_CAP_UD */
 	struct qps_cq *send_cq;
 	struct qps_cq *recv_cq;
 	struct ibv_qp_cap cap;
@@ -172,6 +190,28 @@ struct qps_provider_ops {
 	/* Changes when any resolution may have changed (port left, address
 	 * moved): cached destinations are stale once it differs. */
 	uint64_t (*route_gen)(struct qps_dev *dev);
+
+	/*
+	 * UD (QPS_DEV_CAP_UD). A UD QP is created in RESET and brought up
+	 * with modify_qp (INIT with pkey_index, port and qkey; RTR; RTS with
+	 * sq_psn), as with verbs; modify_qp to IBV_QPS_ERR flushes both
+	 * queues with IBV_WC_WR_FLUSH_ERR. Raw-packet QPs are created in RTS
+	 * and accept modify_qp only to ERR and RESET.
+	 */
+	int (*modify_qp)(struct qps_qp *qp, struct ibv_qp_attr *attr,
+			 int attr_mask);
+	int (*query_gid)(struct qps_dev *dev, int index, union ibv_gid *gid);
+	/* @attr->grh.dgid addresses the peer (is_global must be set: RoCE);
+	 * the provider resolves the next-hop MAC once, here. */
+	int (*create_ah)(struct qps_dev *dev, struct ibv_ah_attr *attr,
+			 struct qps_ah **ah_out);
+	int (*destroy_ah)(struct qps_ah *ah);
+	/* UD multicast: the QP receives what is sent to @gid (::ffff:group);
+	 * per QP, reference counted per device for the L2 membership. */
+	int (*attach_mcast)(struct qps_qp *qp, const union ibv_gid *gid,
+			    uint16_t lid);
+	int (*detach_mcast)(struct qps_qp *qp, const union ibv_gid *gid,
+			    uint16_t lid);
 };
 
 /* In-tree providers; a provider not built is simply absent. */

@@ -21,7 +21,8 @@
 	X(req_notify_cq) X(get_event_fd) X(ack_events) X(create_qp)          \
 	X(destroy_qp) X(post_send) X(post_recv) X(mlx4_sq) X(create_flow)    \
 	X(destroy_flow) X(mcast_attach) X(mcast_detach) X(resolve)           \
-	X(route_gen)
+	X(route_gen) X(modify_qp) X(query_gid) X(create_ah) X(destroy_ah)    \
+	X(attach_mcast) X(detach_mcast)
 
 #define T_COUNT_OP(op) +1
 #define T_NUM_OPS (0 T_FOR_EACH_OP(T_COUNT_OP))
@@ -79,6 +80,12 @@ static void check_all_stubs(const struct qps_provider_ops *o)
 	CU_ASSERT_EQUAL(o->resolve(NULL, a, mac), -EOPNOTSUPP);
 	/* No route changes: cached destinations never go stale. */
 	CU_ASSERT_EQUAL(o->route_gen(NULL), 0);
+	CU_ASSERT_EQUAL(o->modify_qp(NULL, NULL, 0), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->query_gid(NULL, 0, NULL), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->create_ah(NULL, NULL, NULL), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->destroy_ah(NULL), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->attach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->detach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
 }
 
 static void test_find_emu(void)
