@@ -17,6 +17,11 @@ set -euo pipefail
 # libck-dev: Concurrency Kit's ck_ring, a peer in qps_bench prio;
 # sockperf, procps (sysctl): test_packet's kernel peer and namespace set-up;
 # netsniff-ng: trafgen, a peer in tools/bench_packet.sh.
+# perftest: ib_send_bw/ib_send_lat/raw_ethernet_bw run unmodified on the
+# emu-backed libibverbs test double (tests/ibverbs_emu);
+# clang (+ libclang-rt-14-dev: libFuzzer), valgrind, cppcheck, clang-tidy,
+# spin: the reliability checks (fuzzing, memcheck, static analysis, model
+# checking of the band ring and the owner hand-off).
 PKGS=(
 	build-essential
 	cmake
@@ -32,6 +37,13 @@ PKGS=(
 	sockperf
 	procps
 	netsniff-ng
+	perftest
+	clang
+	libclang-rt-14-dev
+	valgrind
+	cppcheck
+	clang-tidy
+	spin
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then
