@@ -52,11 +52,11 @@ struct qps_flow {
 	struct qps_qp *qp;
 };
 
-/* A UD address handle. A UD send WR carries &ah->ibv in wr.ud.ah; the
- * provider finds its own object with container_of. The caller owns the
- * ibv fields (context, pd, handle); the provider leaves them alone. */
+/* A UD address handle. A UD send WR carries @ibv in wr.ud.ah: on verbs
+ * the driver's AH; a software provider points it at a struct ibv_ah
+ * inside its own object and finds that object with container_of. */
 struct qps_ah {
-	struct ibv_ah ibv;
+	struct ibv_ah *ibv;
 	struct qps_dev *dev;
 };
 
