@@ -158,6 +158,8 @@ struct qps_provider_ops {
 
 	int (*create_cq)(struct qps_dev *dev, int cqe, struct qps_cq **cq_out);
 	int (*destroy_cq)(struct qps_cq *cq);
+	/* -EIO: completions were lost to a CQ overrun (emu: once, after
+	 * what did arrive has been returned). */
 	int (*poll_cq)(struct qps_cq *cq, int num, struct ibv_wc *wc);
 	/* Arm: the next CQE makes get_event_fd readable. */
 	int (*req_notify_cq)(struct qps_cq *cq);
@@ -196,7 +198,16 @@ struct qps_provider_ops {
 	 * with modify_qp (INIT with pkey_index, port and qkey; RTR; RTS with
 	 * sq_psn), as with verbs; modify_qp to IBV_QPS_ERR flushes both
 	 * queues with IBV_WC_WR_FLUSH_ERR. Raw-packet QPs are created in RTS
-	 * and accept modify_qp only to ERR and RESET.
+	 * and accept modify_qp only to ERR and RESET (and back up from
+	 * RESET). A missing or unexpected attribute for a transition is
+	 * -EINVAL. Sends before RTS, receives before INIT: -EINVAL.
+	 *
+	 * A UD send WR: IBV_WR_SEND or IBV_WR_SEND_WITH_IMM, wr.ud.ah = the
+	 * @ibv of an AH from create_ah on this device (a software provider
+	 * recovers its AH from it), remote_qpn, remote_qkey (bit 31 set:
+	 * use the QP's Q_Key). A payload over the path MTU completes with
+	 * IBV_WC_LOC_LEN_ERR. A UD receive buffer gets a 40-byte GRH before
+	 * the payload (byte_len counts it, IBV_WC_GRH).
 	 */
 	int (*modify_qp)(struct qps_qp *qp, struct ibv_qp_attr *attr,
 			 int attr_mask);

@@ -33,7 +33,8 @@
 /* Wire geometry: fixed at build time, recorded in the header and checked
  * by every process that attaches. */
 #define QPS_EMU_MAGIC		0x716d752d34786c31ULL	/* "qmu-4xl1" */
-#define QPS_EMU_VERSION		1u
+/* 2: UD QP state, group table, counters */
+#define QPS_EMU_VERSION		2u
 #define QPS_EMU_MAX_PORTS	16u
 #define QPS_EMU_POOL_SIZE	(8u << 20)	/* receive buffers, per port */
 #define QPS_EMU_QAREA_SIZE	(2u << 20)	/* RQ and CQ rings, per port */
@@ -70,6 +71,17 @@
 /* mlx4 receive CQE opcode for a SEND (libmlx4's MLX4_RECV_OPCODE_SEND;
  * mlx4dv.h does not carry the receive opcodes). */
 #define QPS_EMU_RECV_OPCODE_SEND 0x01
+#define QPS_EMU_RECV_OPCODE_SEND_IMM 0x02
+
+/* UD over RoCE v2 (emu_ud_*.c, docs/emu.md "UD QPs"). */
+#define QPS_EMU_ROCE_PORT	4791u	/* IANA UDP port of RoCE v2 */
+#define QPS_EMU_GRH_LEN		40u	/* GRH before a UD receive */
+#define QPS_EMU_ROCE_OVERHEAD	96u	/* see qps_emu_ib_mtu() */
+#define QPS_EMU_QKEY_OWN	0x80000000u /* remote_qkey: use the QP's */
+#define QPS_EMU_MC_QPN		0xffffffu
+#define QPS_EMU_PKEY_DEFAULT	0xffffu
+#define QPS_EMU_MAX_MCG		64u	/* UD groups per port */
+#define QPS_EMU_AH_MAGIC	0x41486d75u
 
 enum { QPS_EMU_SLOT_FREE = 0, QPS_EMU_SLOT_ACTIVE = 1 };
 
@@ -135,6 +147,18 @@ struct qps_emu_shm_rq {
 	uint32_t tail;		/* consumed; under rx_lock */
 	uint64_t cqes;		/* receive CQEs written for this RQ */
 	uint64_t no_buf;	/* frames steered here with nothing posted */
+	uint32_t qp_type;	/* enum ibv_qp_type of the QP */
+	uint32_t qp_state;	/* enum ibv_qp_state; delivery needs >= RTR */
+	uint32_t qkey;		/* UD: a datagram must carry it */
+	uint32_t pad;
+};
+
+/* UD multicast attachments: the QPs (bitmask of RQ slots) that receive
+ * what is sent to @group (IPv4, network order). rqs 0 = free. Only the
+ * owner edits it, under rx_lock. */
+struct qps_emu_shm_mcg {
+	uint32_t group;
+	uint32_t rqs;
 };
 
 /* A completion queue: ring of struct mlx4_cqe in the queue area. Every
@@ -147,7 +171,7 @@ struct qps_emu_shm_cq {
 	uint32_t prod;		/* under rx_lock */
 	uint32_t cons;		/* owner release-stores after reading */
 	uint32_t armed;		/* req_notify_cq: 1, the next CQE clears it */
-	uint32_t pad;
+	uint32_t overrun;	/* a CQE was dropped: poll_cq reports -EIO */
 };
 
 /* Receive-side counters of a port, written by whichever process
@@ -162,6 +186,14 @@ struct qps_emu_shm_stats {
 	uint64_t rx_len_err;	/* receive buffer too small: error CQE */
 	uint64_t rx_corrupt;	/* shared state that failed validation */
 	uint64_t lock_recovered; /* rx_lock taken over from a dead owner */
+	uint64_t rx_qp_state;	/* target QP not in RTR/RTS */
+	uint64_t rx_roce;	/* RoCE v2 frames (UDP 4791 to us) */
+	uint64_t rx_roce_bad;	/* malformed: lengths, IPv4 sum, pad */
+	uint64_t rx_icrc_bad;	/* ICRC mismatch */
+	uint64_t rx_bth_bad;	/* opcode, transport version or P_Key */
+	uint64_t rx_qpn_bad;	/* no UD QP with that number here */
+	uint64_t rx_qkey_bad;	/* Q_Key differs from the QP's */
+	uint64_t rx_mcg_none;	/* group datagram, no QP attached */
 };
 
 struct qps_emu_shm_port {
@@ -179,6 +211,7 @@ struct qps_emu_shm_port {
 	struct qps_emu_shm_flow flow[QPS_EMU_MAX_FLOWS];
 	struct qps_emu_shm_rq rq[QPS_EMU_MAX_RQ];
 	struct qps_emu_shm_cq cq[QPS_EMU_MAX_CQ];
+	struct qps_emu_shm_mcg mcg[QPS_EMU_MAX_MCG];
 };
 
 /* --- private state ---------------------------------------------------- */
@@ -213,6 +246,7 @@ struct qps_emu_qp_stats {
 	uint64_t tx_cq_overrun;
 	uint64_t bf_bad;	/* BF writes ignored or reduced to a doorbell */
 	uint64_t db_bad;	/* doorbell or BF with another QP's number */
+	uint64_t flushed;	/* WQEs completed with WR_FLUSH_ERR */
 };
 
 struct qps_emu_cq {
@@ -261,6 +295,16 @@ struct qps_emu_qp {
 	uint8_t bf_reg[2 * QPS_EMU_BF_SIZE] __attribute__((aligned(64)));
 
 	/* Receive queue: ring in shared memory, wr_ids here. */
+	/* QP state (enum ibv_qp_state): stored under sq_lock + rq_lock +
+	 * eng_lock, so any one of them gives a stable value; atomic
+	 * loads elsewhere. */
+	uint32_t state;
+	bool ud;
+	uint32_t qkey;		/* UD, from modify_qp */
+	uint32_t psn;		/* UD: next PSN; engine */
+	unsigned int ngroups;	/* UD groups attached; under dev->lock */
+	uint32_t groups[QPS_EMU_MAX_MCG];
+
 	bool has_rq;
 	unsigned int rq_slot;
 	pthread_mutex_t rq_lock;
@@ -271,6 +315,7 @@ struct qps_emu_qp {
 	uint32_t rq_done;	/* completions polled; poll_cq release-stores */
 	uint64_t *rq_wrid;
 	uint32_t *rq_len;
+	uint64_t rq_flushed;	/* atomic: receive WQEs flushed */
 	unsigned int nflows;	/* under dev->lock */
 };
 
@@ -309,6 +354,10 @@ struct qps_emu_dev {
 	uint32_t cost_bf_ns;	/* atomic: cost model, per BlueFlame write */
 	uint64_t cqe_corrupt;	/* atomic: CQEs poll_cq refused */
 	uint64_t db_bad;	/* atomic: doorbells for unknown QPs */
+	int flow_err;		/* atomic: fail the next create_flow */
+	/* Test hook: sees every frame the engine puts on the wire. */
+	void (*tap)(void *arg, const uint8_t *frame, uint32_t len);
+	void *tap_arg;
 	struct qps_emu_qp_stats retired; /* destroyed QPs; under lock */
 };
 
@@ -317,6 +366,7 @@ struct qps_emu_qp_counters {
 	struct qps_emu_qp_stats tx;
 	uint64_t rx_cqes;
 	uint64_t rx_no_buf;
+	uint64_t rx_flushed;	/* receive WQEs flushed (ERR) */
 };
 
 /* Everything the provider counts, for tests and docs/emu.md. */
@@ -332,6 +382,15 @@ struct qps_emu_counters {
 	uint64_t rx_corrupt;
 	uint64_t cqe_corrupt;
 	uint64_t lock_recovered;
+	uint64_t flushed;	/* send WQEs flushed */
+	uint64_t rx_qp_state;
+	uint64_t rx_roce;
+	uint64_t rx_roce_bad;
+	uint64_t rx_icrc_bad;
+	uint64_t rx_bth_bad;
+	uint64_t rx_qpn_bad;
+	uint64_t rx_qkey_bad;
+	uint64_t rx_mcg_none;
 };
 
 #define qps_emu_container_of(ptr, type, member) \
@@ -421,6 +480,9 @@ int qps_emu_qp_counters(struct qps_qp *qp, struct qps_emu_qp_counters *out);
 
 int qps_emu_create_qp(struct qps_dev *dev, const struct qps_qp_init_attr *attr,
 		      struct qps_qp **qp_out);
+/* Turn @qpn's CQEs still in @cq into no-ops (libmlx4's CQ clean). */
+void qps_emu_cq_clean(struct qps_emu_dev *dev, struct qps_emu_cq *cq,
+		      uint32_t qpn);
 int qps_emu_destroy_qp(struct qps_qp *qp);
 int qps_emu_mlx4_sq(struct qps_qp *qp, struct qps_mlx4_sq *out);
 struct qps_emu_qp *qps_emu_qp_by_qpn(struct qps_emu_dev *dev, uint32_t qpn);
@@ -428,6 +490,8 @@ struct qps_emu_qp *qps_emu_qp_by_qpn(struct qps_emu_dev *dev, uint32_t qpn);
 /* --- emu_sq.c: send queue, doorbell and BlueFlame registers ----------- */
 
 int qps_emu_sq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap);
+/* Empty the send ring as at creation (RESET); sq_lock and eng_lock held. */
+void qps_emu_sq_reset(struct qps_emu_qp *qp);
 void qps_emu_sq_fini(struct qps_emu_qp *qp);
 int qps_emu_post_send(struct qps_qp *qp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr);
@@ -467,6 +531,9 @@ struct qps_emu_cqe_info {
 	uint8_t opcode;		/* mlx4 CQE opcode, or MLX4_CQE_OPCODE_ERROR */
 	uint8_t syndrome;	/* error CQEs */
 	bool is_send;
+	bool grh;		/* UD receive: a GRH leads the buffer */
+	uint32_t src_qp;	/* UD receive */
+	uint32_t imm;		/* network order, with RECV_OPCODE_SEND_IMM */
 };
 
 enum qps_emu_cqe_res {
@@ -498,6 +565,31 @@ int qps_emu_rq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap);
 void qps_emu_rq_fini(struct qps_emu_qp *qp);
 int qps_emu_post_recv(struct qps_qp *qp, struct ibv_recv_wr *wr,
 		      struct ibv_recv_wr **bad_wr);
+struct qps_emu_rx_result;
+
+/* Flush the posted receive WQEs with WR_FLUSH_ERR CQEs (QP in ERR), as
+ * many as the CQ takes; the rest stay posted and go on the next flush. */
+void qps_emu_rq_flush(struct qps_emu_qp *qp);
+/* Empty the RQ and set the shared state (RESET, or any state). */
+void qps_emu_rq_set_state(struct qps_emu_qp *qp, uint32_t state, bool empty);
+
+/* Validated RQ @slot of a port, or NULL; rx_lock held. */
+struct qps_emu_shm_rq *qps_emu_rq_checked(struct qps_emu_shm_port *sp,
+					  int slot);
+
+/* A piece of what lands in a receive buffer. */
+struct qps_emu_piece {
+	const void *p;
+	uint32_t len;
+};
+
+/* Take the next posted buffer of RQ @slot, copy @pc[0..npc) into it and
+ * write the CQE described by @ci (qpn and wqe_index are filled here);
+ * counts every outcome. rx_lock held. */
+void qps_emu_rq_deliver(struct qps_emu_shm_port *sp, uint8_t *qarea,
+			uint8_t *pool, int slot, const struct qps_emu_piece *pc,
+			unsigned int npc, struct qps_emu_cqe_info *ci,
+			struct qps_emu_rx_result *res);
 
 struct qps_emu_rx_result {
 	bool notify;		/* a CQ of the port was armed */
@@ -520,6 +612,115 @@ int qps_emu_destroy_flow(struct qps_flow *flow);
 int qps_emu_flow_match(const struct qps_emu_shm_port *sp,
 		       const uint8_t *frame, uint32_t len);
 
+/* --- emu_ud_roce.c: RoCE v2 frames (pure functions) ------------------ */
+
+/* The largest IB MTU (256..4096) a RoCE v2 packet fits into on a port
+ * of L3 MTU @mtu (IPv4/UDP/BTH/ICRC and the largest extension headers
+ * taken off first, as Linux's iboe_get_mtu); 0 when none fits. */
+uint32_t qps_emu_ib_mtu(uint32_t mtu);
+
+/* What goes into, or came out of, a RoCE v2 UD datagram. */
+struct qps_emu_roce {
+	uint8_t dmac[6], smac[6];
+	uint32_t sip, dip;	/* network order */
+	uint8_t tos, ttl;
+	uint16_t sport;		/* UDP source port, host order */
+	uint8_t opcode;		/* QPS_EMU_BTH_UD_SEND[_IMM] */
+	bool se;		/* solicited event */
+	uint16_t pkey;
+	uint32_t dqpn, psn, qkey, sqpn;
+	uint32_t imm;		/* network order, with ..._SEND_IMM */
+	/* parse only */
+	const uint8_t *ip;	/* the IPv4 header in the frame */
+	const uint8_t *payload;
+	uint32_t payload_len;	/* without the pad */
+};
+
+#define QPS_EMU_BTH_UD_SEND	0x64	/* UD SEND Only */
+#define QPS_EMU_BTH_UD_SEND_IMM	0x65	/* ... with Immediate */
+
+/* Headers from Ethernet to ImmDt for @r (62, or 66 with immediate). */
+uint32_t qps_emu_roce_hdr_len(bool imm);
+/* Build the frame whose @payload_len bytes already sit at
+ * f + qps_emu_roce_hdr_len(): headers, pad, ICRC. Returns its length. */
+uint32_t qps_emu_roce_build(uint8_t *f, const struct qps_emu_roce *r,
+			    uint32_t payload_len);
+/* ICRC of the packet whose IPv4 header is at @ip, over @len bytes (IPv4
+ * header to the end of the pad, ICRC excluded): CRC-32 of 8 bytes of
+ * 0xff, then the bytes with the variant fields masked to 1s. */
+uint32_t qps_emu_roce_icrc(const uint8_t *ip, uint32_t len);
+
+enum qps_emu_roce_res {
+	QPS_EMU_ROCE_OK,
+	QPS_EMU_ROCE_NOT,	/* not RoCE v2: leave it to steering */
+	QPS_EMU_ROCE_BAD,	/* malformed */
+	QPS_EMU_ROCE_ICRC,	/* ICRC mismatch */
+	QPS_EMU_ROCE_BTH,	/* opcode, version or P_Key not ours */
+};
+
+/* Classify and parse @frame; fills @r unless NOT. @local: our address
+ * (network order); multicast destinations are RoCE too. */
+enum qps_emu_roce_res qps_emu_roce_parse(const uint8_t *frame, uint32_t len,
+					 uint32_t local,
+					 struct qps_emu_roce *r);
+
+/* --- emu_ud_qp.c: QP states, modify_qp, flushing ---------------------- */
+
+int qps_emu_modify_qp(struct qps_qp *qp, struct ibv_qp_attr *attr,
+		      int attr_mask);
+/* Atomic read of qp->state. */
+uint32_t qps_emu_qp_state(const struct qps_emu_qp *qp);
+
+/* --- emu_ud_ah.c: GIDs, address handles, UD multicast ----------------- */
+
+/* A software AH: @ibv is what UD WRs carry (wr.ud.ah). */
+struct qps_emu_ah {
+	struct qps_ah base;
+	struct ibv_ah ibv;
+	uint32_t magic;		/* QPS_EMU_AH_MAGIC while alive */
+	uint8_t mac[6];		/* next hop, resolved at creation */
+	uint8_t dgid[16];
+	uint8_t hop_limit;
+	uint8_t tclass;
+	uint8_t sl;
+	uint32_t flow_label;
+};
+
+int qps_emu_query_gid(struct qps_dev *dev, int index, union ibv_gid *gid);
+int qps_emu_create_ah(struct qps_dev *dev, struct ibv_ah_attr *attr,
+		      struct qps_ah **ah_out);
+int qps_emu_destroy_ah(struct qps_ah *ah);
+/* The AH behind a WR's ibv_ah, or NULL when it is not one of @dev's. */
+struct qps_emu_ah *qps_emu_ah_of(struct qps_emu_dev *dev, struct ibv_ah *ibv);
+int qps_emu_attach_mcast(struct qps_qp *qp, const union ibv_gid *gid,
+			 uint16_t lid);
+int qps_emu_detach_mcast(struct qps_qp *qp, const union ibv_gid *gid,
+			 uint16_t lid);
+/* Detach @qp from every group (destroy); dev->lock held. */
+void qps_emu_ud_detach_all(struct qps_emu_qp *qp);
+
+/* --- emu_ud_tx.c / emu_ud_rx.c ---------------------------------------- */
+
+/* Engine: turn the UD WQE @w (@size bytes, private copy) whose payload
+ * was gathered at qp->frame + hdr into a RoCE v2 frame; *len is hdr +
+ * payload on entry, the frame length on return. 0 or a CQE syndrome. */
+uint8_t qps_emu_ud_frame(struct qps_emu_qp *qp, const uint8_t *w,
+			 uint32_t hdr, uint32_t *len);
+/* Delivery: true when @frame is RoCE v2 for this port and was handled
+ * (placed or counted as dropped); false leaves it to steering. rx_lock
+ * held. */
+bool qps_emu_ud_rx(struct qps_emu_shm_port *sp, uint8_t *qarea,
+		   uint8_t *pool, const uint8_t *frame, uint32_t len,
+		   struct qps_emu_rx_result *res);
+
+/* --- error injection (tests, the verbs test double) ------------------- */
+
+/* The next create_flow on @dev fails with @neg_errno (< 0); 0 cancels. */
+int qps_emu_inject_flow_err(struct qps_dev *dev, int neg_errno);
+/* Mark @cq as overrun, as if a CQE had been dropped: the next poll_cq
+ * that finds it empty returns -EIO. */
+void qps_emu_inject_cq_overrun(struct qps_cq *cq);
+
 /* --- test hooks ------------------------------------------------------- */
 
 /* The shared producer index of @qp's receive queue (NULL without RQ). */
@@ -529,5 +730,12 @@ struct qps_emu_shm_rq *qps_emu_test_shm_rq(struct qps_qp *qp);
 struct qps_emu_shm_cq *qps_emu_test_shm_cq(struct qps_cq *cq);
 /* The port index of @dev on its wire. */
 unsigned int qps_emu_test_port(struct qps_dev *dev);
+/* Call @fn for every frame @dev's send engine puts on the wire, in the
+ * engine's thread, before delivery (NULL removes it). Set it while no
+ * send is in flight. */
+void qps_emu_test_set_tap(struct qps_dev *dev,
+			  void (*fn)(void *arg, const uint8_t *frame,
+				     uint32_t len),
+			  void *arg);
 
 #endif /* QPS_EMU_H */

@@ -11,6 +11,12 @@
  * Events: each port has a non-blocking AF_UNIX datagram socket bound to
  * an abstract name (wire, port, generation). The producer of a CQE on an
  * armed CQ disarms it and sends one byte there.
+ *
+ * Overrun: a producer that finds the CQ full drops its CQE (never
+ * overwrites) and sets the CQ's overrun flag; the next poll_cq that finds
+ * the CQ empty clears it and returns -EIO, once. On hardware the CQ would
+ * go to error with an asynchronous event; here it stays usable, and the
+ * caller learns that completions were lost.
  */
 #include "emu.h"
 
@@ -51,13 +57,14 @@ int qps_emu_event_open(struct qps_emu_dev *dev)
 {
 	struct sockaddr_un a;
 	socklen_t alen = event_addr(dev->wire.name, dev->port, dev->gen, &a);
-	int fd, r;
+	int fd;
 
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (bind(fd, (struct sockaddr *)&a, alen) < 0) {
-		r = -errno;
+		int r = -errno;
+
 		close(fd);
 		return r;
 	}
@@ -125,7 +132,12 @@ static enum qps_emu_cqe_res room(struct qps_emu_shm_cq *scq)
 
 	if (used > scq->cqe_cnt)
 		return QPS_EMU_CQE_CORRUPT;
-	return used == scq->cqe_cnt ? QPS_EMU_CQE_FULL : QPS_EMU_CQE_OK;
+	if (used < scq->cqe_cnt)
+		return QPS_EMU_CQE_OK;
+	/* Relaxed: the owner reads it after the entries it polled, and a
+	 * late flag only delays the report by one poll. */
+	__atomic_store_n(&scq->overrun, 1, __ATOMIC_RELAXED);
+	return QPS_EMU_CQE_FULL;
 }
 
 enum qps_emu_cqe_res qps_emu_cq_room(struct qps_emu_shm_port *sp,
@@ -143,7 +155,8 @@ enum qps_emu_cqe_res qps_emu_cq_write(struct qps_emu_shm_port *sp,
 	struct qps_emu_shm_cq *scq = cq_checked(sp, slot);
 	enum qps_emu_cqe_res res;
 	struct mlx4_cqe tmp, *cqe;
-	uint32_t prod;
+	uint32_t prod, cnt, idx;
+	uint64_t off;
 	uint8_t op;
 
 	if (!scq)
@@ -151,9 +164,16 @@ enum qps_emu_cqe_res qps_emu_cq_write(struct qps_emu_shm_port *sp,
 	res = room(scq);
 	if (res != QPS_EMU_CQE_OK)
 		return res;
+	/* Each read once and the slot bounded again: a peer that ignores
+	 * rx_lock may rewrite the geometry after cq_checked() looked. */
 	prod = scq->prod;
-	cqe = (struct mlx4_cqe *)(void *)(qarea + scq->ring_off) +
-	      (prod & (scq->cqe_cnt - 1));
+	cnt = __atomic_load_n(&scq->cqe_cnt, __ATOMIC_RELAXED);
+	off = __atomic_load_n(&scq->ring_off, __ATOMIC_RELAXED);
+	idx = prod & (cnt - 1);
+	if (!cnt || off > QPS_EMU_QAREA_SIZE ||
+	    ((uint64_t)idx + 1) * EMU_CQE_SIZE > QPS_EMU_QAREA_SIZE - off)
+		return QPS_EMU_CQE_CORRUPT;
+	cqe = (struct mlx4_cqe *)(void *)(qarea + off) + idx;
 	memset(&tmp, 0, sizeof(tmp));
 	tmp.vlan_my_qpn = htobe32(ci->qpn & MLX4_CQE_QPN_MASK);
 	tmp.wqe_index = htobe16(ci->wqe_index);
@@ -164,10 +184,13 @@ enum qps_emu_cqe_res qps_emu_cq_write(struct qps_emu_shm_port *sp,
 		e->vendor_err = 0;
 	} else {
 		tmp.byte_cnt = htobe32(ci->byte_cnt);
+		tmp.immed_rss_invalid = ci->imm;
+		tmp.g_mlpath_rqpn = htobe32((ci->grh ? 0x80000000u : 0) |
+					    (ci->src_qp & 0xffffff));
 	}
 	op = (uint8_t)((ci->opcode & MLX4_CQE_OPCODE_MASK) |
 		       (ci->is_send ? MLX4_CQE_IS_SEND_MASK : 0) |
-		       ((prod & scq->cqe_cnt) ? MLX4_CQE_OWNER_MASK : 0));
+		       ((prod & cnt) ? MLX4_CQE_OWNER_MASK : 0));
 	memcpy(cqe, &tmp, offsetof(struct mlx4_cqe, owner_sr_opcode));
 	/* Release (as part of seq-cst): pairs with poll_cq's acquire load of
 	 * owner_sr_opcode; the CQE body is visible before the entry turns
@@ -224,6 +247,7 @@ int qps_emu_create_cq(struct qps_dev *d, int cqe, struct qps_cq **cq_out)
 	scq->prod = 0;
 	scq->cons = 0;
 	scq->armed = 0;
+	scq->overrun = 0;
 	scq->state = QPS_EMU_SLOT_ACTIVE;
 	qps_emu_unlock(&dev->sp->rx_lock);
 	cq->slot = slot;
@@ -317,6 +341,20 @@ static int recv_wc(struct qps_emu_dev *dev, struct qps_emu_qp *qp,
 		return -1;
 	wc->wr_id = qp->rq_wrid[slot];
 	wc->opcode = IBV_WC_RECV;
+	if (wc->status == IBV_WC_SUCCESS && qp->ud) {
+		uint32_t g = be32toh(cqe->g_mlpath_rqpn);
+
+		/* pkey_index, sl, slid and dlid_path_bits stay 0: one
+		 * P_Key, untagged Ethernet, no LIDs. */
+		wc->src_qp = g & 0xffffff;
+		if (g & 0x80000000u)
+			wc->wc_flags |= IBV_WC_GRH;
+		if ((cqe->owner_sr_opcode & MLX4_CQE_OPCODE_MASK) ==
+		    QPS_EMU_RECV_OPCODE_SEND_IMM) {
+			wc->wc_flags |= IBV_WC_WITH_IMM;
+			wc->imm_data = cqe->immed_rss_invalid;
+		}
+	}
 	if (wc->status == IBV_WC_SUCCESS) {
 		uint32_t n = be32toh(cqe->byte_cnt);
 
@@ -368,7 +406,8 @@ static int cqe_to_wc(struct qps_emu_dev *dev, struct qps_emu_cq *cq,
 	} else {
 		if (!qp->has_rq || qp->base.recv_cq != &cq->base ||
 		    (opcode != QPS_EMU_RECV_OPCODE_SEND &&
-		     opcode != MLX4_CQE_OPCODE_ERROR) ||
+		     opcode != MLX4_CQE_OPCODE_ERROR &&
+		     !(qp->ud && opcode == QPS_EMU_RECV_OPCODE_SEND_IMM)) ||
 		    recv_wc(dev, qp, cqe, wc))
 			goto corrupt;
 	}
@@ -411,6 +450,12 @@ int qps_emu_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
 		__atomic_store_n(&dev->sp->cq[cq->slot].cons, cons,
 				 __ATOMIC_RELEASE);
 	}
+	/* Lost completions are reported once the CQ is drained, so that
+	 * nothing that did arrive is held back by the error. */
+	if (!n && num > 0 &&
+	    __atomic_exchange_n(&dev->sp->cq[cq->slot].overrun, 0,
+				__ATOMIC_RELAXED))
+		n = -EIO;
 	pthread_mutex_unlock(&cq->poll_lock);
 	return n;
 }
@@ -440,6 +485,12 @@ int qps_emu_req_notify_cq(struct qps_cq *c)
 	if (fire)
 		qps_emu_notify(dev, dev->port, dev->gen);
 	return 0;
+}
+
+void qps_emu_inject_cq_overrun(struct qps_cq *c)
+{
+	__atomic_store_n(&qps_emu_test_shm_cq(c)->overrun, 1,
+			 __ATOMIC_RELAXED);
 }
 
 struct qps_emu_shm_cq *qps_emu_test_shm_cq(struct qps_cq *c)

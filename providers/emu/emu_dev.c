@@ -86,8 +86,9 @@ static int emu_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
 		dev_free(dev);
 		return r;
 	}
-	qps_emu_heap_init(&dev->pool_heap, dev->wire.hdr->pool_size);
-	qps_emu_heap_init(&dev->qarea_heap, dev->wire.hdr->qarea_size);
+	/* This build's sizes, not the header's: a peer can rewrite it. */
+	qps_emu_heap_init(&dev->pool_heap, QPS_EMU_POOL_SIZE);
+	qps_emu_heap_init(&dev->qarea_heap, QPS_EMU_QAREA_SIZE);
 	*dev_out = &dev->base;
 	return 0;
 }
@@ -123,8 +124,11 @@ static int emu_query(struct qps_dev *d, struct qps_dev_info *info)
 {
 	struct qps_emu_dev *dev = qps_emu_dev(d);
 
+	/* The wire name is NUL-terminated and fits whole. */
+	_Static_assert(sizeof(info->name) >= sizeof(dev->wire.name),
+		       "qps_dev_info.name cannot hold a wire name");
 	memset(info, 0, sizeof(*info));
-	snprintf(info->name, sizeof(info->name), "%s", dev->wire.name);
+	memcpy(info->name, dev->wire.name, sizeof(dev->wire.name));
 	qps_emu_port_mac(dev->port, info->mac);
 	info->addr.s_addr = dev->sp->addr;
 	info->mtu = dev->mtu;
@@ -134,7 +138,7 @@ static int emu_query(struct qps_dev *d, struct qps_dev_info *info)
 	info->max_inline = QPS_EMU_WQEBB - 16 - 4 +
 		((1u << QPS_EMU_WQE_SHIFT) / QPS_EMU_WQEBB - 1) *
 		(QPS_EMU_WQEBB - 4);
-	info->caps = QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW;
+	info->caps = QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW | QPS_DEV_CAP_UD;
 	return 0;
 }
 
@@ -151,6 +155,7 @@ static void add_qp_stats(struct qps_emu_qp_stats *sum,
 	sum->tx_cq_overrun += qps_emu_read(&s->tx_cq_overrun);
 	sum->bf_bad += qps_emu_read(&s->bf_bad);
 	sum->db_bad += qps_emu_read(&s->db_bad);
+	sum->flushed += qps_emu_read(&s->flushed);
 }
 
 int qps_emu_counters_all(struct qps_dev *d, struct qps_emu_counters *out)
@@ -187,6 +192,15 @@ int qps_emu_counters_all(struct qps_dev *d, struct qps_emu_counters *out)
 	out->rx_corrupt = qps_emu_read(&st->rx_corrupt);
 	out->cqe_corrupt = qps_emu_read(&dev->cqe_corrupt);
 	out->lock_recovered = qps_emu_read(&st->lock_recovered);
+	out->flushed = s.flushed;
+	out->rx_qp_state = qps_emu_read(&st->rx_qp_state);
+	out->rx_roce = qps_emu_read(&st->rx_roce);
+	out->rx_roce_bad = qps_emu_read(&st->rx_roce_bad);
+	out->rx_icrc_bad = qps_emu_read(&st->rx_icrc_bad);
+	out->rx_bth_bad = qps_emu_read(&st->rx_bth_bad);
+	out->rx_qpn_bad = qps_emu_read(&st->rx_qpn_bad);
+	out->rx_qkey_bad = qps_emu_read(&st->rx_qkey_bad);
+	out->rx_mcg_none = qps_emu_read(&st->rx_mcg_none);
 	return 0;
 }
 
@@ -203,6 +217,7 @@ int qps_emu_qp_counters(struct qps_qp *q, struct qps_emu_qp_counters *out)
 		out->rx_cqes = qps_emu_read(&srq->cqes);
 		out->rx_no_buf = qps_emu_read(&srq->no_buf);
 	}
+	out->rx_flushed = qps_emu_read(&qp->rq_flushed);
 	return 0;
 }
 
@@ -231,6 +246,26 @@ int qps_emu_mr_lookup(struct qps_emu_dev *dev, uint32_t lkey, uintptr_t *addr,
 		      size_t *len)
 {
 	return qps_sw_mr_lookup(&dev->mrs, lkey, addr, len);
+}
+
+int qps_emu_inject_flow_err(struct qps_dev *d, int neg_errno)
+{
+	if (neg_errno > 0)
+		return -EINVAL;
+	__atomic_store_n(&qps_emu_dev(d)->flow_err, neg_errno,
+			 __ATOMIC_RELAXED);
+	return 0;
+}
+
+void qps_emu_test_set_tap(struct qps_dev *d,
+			  void (*fn)(void *arg, const uint8_t *frame,
+				     uint32_t len),
+			  void *arg)
+{
+	struct qps_emu_dev *dev = qps_emu_dev(d);
+
+	dev->tap_arg = arg;
+	dev->tap = fn;
 }
 
 unsigned int qps_emu_test_port(struct qps_dev *d)
@@ -266,4 +301,10 @@ const struct qps_provider_ops qps_emu_ops = {
 	.mcast_detach = qps_emu_mcast_detach,
 	.resolve = qps_emu_resolve,
 	.route_gen = qps_emu_route_gen,
+	.modify_qp = qps_emu_modify_qp,
+	.query_gid = qps_emu_query_gid,
+	.create_ah = qps_emu_create_ah,
+	.destroy_ah = qps_emu_destroy_ah,
+	.attach_mcast = qps_emu_attach_mcast,
+	.detach_mcast = qps_emu_detach_mcast,
 };

@@ -8,6 +8,9 @@
  * bit says the slot belongs to the device; the doorbell carries no
  * producer index. Everything in a WQE is checked before use: the core's
  * direct path writes the ring itself.
+ *
+ * A UD QP's WQEs become RoCE v2 frames (emu_ud_tx.c). A QP in ERR
+ * executes nothing: every WQE completes with WR_FLUSH_ERR.
  */
 #include "emu.h"
 
@@ -49,9 +52,9 @@ static uint8_t malformed(struct qps_emu_qp *qp)
 /* Inline segments: the first right after the ctrl segment, each next one
  * on the following 64-byte boundary; none crosses a boundary. */
 static uint8_t gather_inline(struct qps_emu_qp *qp, const uint8_t *w,
-			     uint32_t size, uint32_t *len)
+			     uint32_t start, uint32_t size, uint32_t *len)
 {
-	uint32_t off = sizeof(struct mlx4_wqe_ctrl_seg);
+	uint32_t off = start;
 
 	for (;;) {
 		uint32_t bc = rd_be32(w + off);
@@ -72,13 +75,12 @@ static uint8_t gather_inline(struct qps_emu_qp *qp, const uint8_t *w,
 
 /* Data segments: gather from registered memory, checked by lkey. */
 static uint8_t gather_data(struct qps_emu_qp *qp, const uint8_t *w,
-			   uint32_t size, uint32_t *len)
+			   uint32_t start, uint32_t size, uint32_t *len)
 {
 	struct qps_emu_dev *dev = qps_emu_dev(qp->base.dev);
 	uint32_t off;
 
-	for (off = sizeof(struct mlx4_wqe_ctrl_seg); off + 16 <= size;
-	     off += 16) {
+	for (off = start; off + 16 <= size; off += 16) {
 		struct mlx4_wqe_data_seg ds;
 		uintptr_t mr_addr;
 		size_t mr_len;
@@ -110,24 +112,37 @@ static uint8_t build_frame(struct qps_emu_qp *qp, const uint8_t *w,
 			   uint32_t size, uint32_t *len)
 {
 	struct qps_emu_dev *dev = qps_emu_dev(qp->base.dev);
-	uint32_t off;
-	uint8_t syn;
+	uint32_t off, op = rd_be32(w) & 0x1f;
+	uint32_t start = sizeof(struct mlx4_wqe_ctrl_seg), hdr = 0;
 
-	*len = 0;
 	/* A stamp left inside the WQE: that chunk was never written. */
 	for (off = QPS_EMU_WQEBB; off < size; off += QPS_EMU_WQEBB)
 		if (rd_be32(w + off) == QPS_EMU_STAMP)
 			return malformed(qp);
-	if ((rd_be32(w) & 0x1f) != MLX4_OPCODE_SEND)
+	if (qp->ud) {
+		/* ctrl + datagram segment, data from the second chunk; the
+		 * payload is gathered behind room for the headers. */
+		if ((op != MLX4_OPCODE_SEND && op != MLX4_OPCODE_SEND_IMM) ||
+		    size < QPS_EMU_WQEBB)
+			return malformed(qp);
+		start = QPS_EMU_WQEBB;
+		hdr = qps_emu_roce_hdr_len(op == MLX4_OPCODE_SEND_IMM);
+	} else if (op != MLX4_OPCODE_SEND) {
 		return malformed(qp);
-	if (size > sizeof(struct mlx4_wqe_ctrl_seg)) {
-		if (rd_be32(w + 16) & MLX4_INLINE_SEG)
-			syn = gather_inline(qp, w, size, len);
+	}
+	*len = hdr;
+	if (size > start) {
+		uint8_t syn;
+
+		if (rd_be32(w + start) & MLX4_INLINE_SEG)
+			syn = gather_inline(qp, w, start, size, len);
 		else
-			syn = gather_data(qp, w, size, len);
+			syn = gather_data(qp, w, start, size, len);
 		if (syn)
 			return syn;
 	}
+	if (qp->ud)
+		return qps_emu_ud_frame(qp, w, hdr, len);
 	if (*len < QPS_EMU_ETH_HLEN || *len > dev->mtu + QPS_EMU_ETH_HLEN)
 		return MLX4_CQE_SYNDROME_LOCAL_LENGTH_ERR;
 	return 0;
@@ -181,7 +196,11 @@ static void exec_wqe(struct qps_emu_qp *qp, const uint8_t *src,
 	memcpy(&ctrl, src, sizeof(ctrl));
 	size = (uint32_t)(ctrl.fence_size & 0x3f) * 16;
 	signaled = be32toh(ctrl.srcrb_flags) & MLX4_WQE_CTRL_CQ_UPDATE;
-	if (size < sizeof(ctrl) || size > avail) {
+	/* eng_lock held: modify_qp changes the state under it too. */
+	if (qp->state == IBV_QPS_ERR) {
+		syn = MLX4_CQE_SYNDROME_WR_FLUSH_ERR;
+		qps_emu_count(&qp->st.flushed, 1);
+	} else if (size < sizeof(ctrl) || size > avail) {
 		syn = malformed(qp);
 	} else {
 		/* A private snapshot: what the device fetched. */
@@ -192,6 +211,8 @@ static void exec_wqe(struct qps_emu_qp *qp, const uint8_t *src,
 	/* Release: pairs with the acquire of ci in poll_cq, which accepts a
 	 * send CQE only for an index the engine has passed. */
 	__atomic_store_n(&qp->ci, ind + 1, __ATOMIC_RELEASE);
+	if (!syn && dev->tap)
+		dev->tap(dev->tap_arg, qp->frame, len);
 	if (syn) {
 		qps_emu_count(&qp->st.tx_drops, 1);
 	} else if (!qps_emu_wire_tx(dev, qp->frame, len) &&

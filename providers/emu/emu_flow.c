@@ -77,8 +77,12 @@ int qps_emu_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 	unsigned int slot;
 	int r;
 
-	if (!attr || !flow_out || !qp->has_rq)
+	if (!attr || !flow_out || !qp->has_rq || qp->ud)
 		return -EINVAL;
+	/* Test hook: an injected failure is taken once. */
+	r = __atomic_exchange_n(&dev->flow_err, 0, __ATOMIC_RELAXED);
+	if (r)
+		return r;
 	r = parse_flow(attr, &f);
 	if (r)
 		return r;

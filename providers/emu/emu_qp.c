@@ -32,19 +32,20 @@ static bool cq_of(struct qps_emu_dev *dev, struct qps_cq *cq)
 }
 
 /* Turn the CQEs @qp left in @cq into no-ops (qpn 0), as libmlx4 cleans a
- * CQ on destroy: poll_cq then skips them instead of calling them
- * corrupt. Holds rx_lock (no producer) and the poll lock (no consumer). */
-static void cq_clean(struct qps_emu_dev *dev, struct qps_emu_cq *cq,
-		     uint32_t qpn)
+ * CQ on destroy and on RESET: poll_cq then skips them instead of calling
+ * them corrupt. Holds rx_lock (no producer) and the poll lock (no
+ * consumer). */
+void qps_emu_cq_clean(struct qps_emu_dev *dev, struct qps_emu_cq *cq,
+		      uint32_t qpn)
 {
 	struct qps_emu_shm_cq *scq = &dev->sp->cq[cq->slot];
-	uint32_t i, prod;
 
 	if (!qps_emu_owner(dev))
 		return;
 	pthread_mutex_lock(&cq->poll_lock);
 	if (qps_emu_lock(&dev->sp->rx_lock) >= 0) {
-		prod = scq->prod;
+		uint32_t i, prod = scq->prod;
+
 		for (i = cq->cons; i != prod && i - cq->cons < cq->cqe_cnt;
 		     i++) {
 			struct mlx4_cqe *cqe = &cq->ring[i & (cq->cqe_cnt - 1)];
@@ -69,7 +70,8 @@ int qps_emu_create_qp(struct qps_dev *d, const struct qps_qp_init_attr *attr,
 
 	if (!attr || !qp_out)
 		return -EINVAL;
-	if (attr->qp_type != IBV_QPT_RAW_PACKET)
+	if (attr->qp_type != IBV_QPT_RAW_PACKET &&
+	    attr->qp_type != IBV_QPT_UD)
 		return -EOPNOTSUPP;
 	if (!cq_of(dev, attr->send_cq) ||
 	    (attr->cap.max_recv_wr && !cq_of(dev, attr->recv_cq)) ||
@@ -87,6 +89,10 @@ int qps_emu_create_qp(struct qps_dev *d, const struct qps_qp_init_attr *attr,
 	qp->base.send_cq = attr->send_cq;
 	qp->base.recv_cq = attr->recv_cq;
 	qp->sq_sig_all = attr->sq_sig_all;
+	/* UD starts in RESET (verbs); raw packet in RTS, ready for the
+	 * core, which never modifies it. */
+	qp->ud = attr->qp_type == IBV_QPT_UD;
+	qp->state = qp->ud ? IBV_QPS_RESET : IBV_QPS_RTS;
 
 	pthread_mutex_lock(&dev->lock);
 	for (idx = 0; idx < QPS_EMU_MAX_QP && dev->qp[idx]; idx++)
@@ -135,13 +141,15 @@ int qps_emu_destroy_qp(struct qps_qp *q)
 		return -EBUSY;
 	}
 	__atomic_store_n(&dev->qp[qp->idx], NULL, __ATOMIC_RELAXED);
+	qps_emu_ud_detach_all(qp);
 	if (qp->has_rq)
 		qps_emu_rq_fini(qp);
-	cq_clean(dev, qps_emu_cq(q->send_cq), q->qp_num);
+	qps_emu_cq_clean(dev, qps_emu_cq(q->send_cq), q->qp_num);
 	qps_emu_cq(q->send_cq)->users--;
 	if (q->recv_cq) {
 		if (q->recv_cq != q->send_cq)
-			cq_clean(dev, qps_emu_cq(q->recv_cq), q->qp_num);
+			qps_emu_cq_clean(dev, qps_emu_cq(q->recv_cq),
+					 q->qp_num);
 		qps_emu_cq(q->recv_cq)->users--;
 	}
 	s->wqes += qp->st.wqes;
@@ -154,6 +162,7 @@ int qps_emu_destroy_qp(struct qps_qp *q)
 	s->tx_cq_overrun += qp->st.tx_cq_overrun;
 	s->bf_bad += qp->st.bf_bad;
 	s->db_bad += qp->st.db_bad;
+	s->flushed += qp->st.flushed;
 	pthread_mutex_unlock(&dev->lock);
 	qps_emu_sq_fini(qp);
 	pthread_mutex_destroy(&qp->sq_lock);

@@ -11,6 +11,10 @@
  * Delivery trusts nothing it reads from the port: slots, sizes, offsets
  * and indices are checked, and a violation drops the frame and counts
  * rx_corrupt.
+ *
+ * RoCE v2 frames (UDP 4791 to the port's address or a group) go to the UD
+ * QPs (emu_ud_rx.c) before the steering table sees them; everything else
+ * is steered. Either way the target QP must be in RTR or RTS.
  */
 #include "emu.h"
 
@@ -64,6 +68,9 @@ int qps_emu_rq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap)
 	srq->tail = 0;
 	srq->cqes = 0;
 	srq->no_buf = 0;
+	srq->qp_type = qp->base.qp_type;
+	srq->qp_state = qp->state;
+	srq->qkey = 0;
 	srq->state = QPS_EMU_SLOT_ACTIVE;
 	qps_emu_unlock(&dev->sp->rx_lock);
 	qp->rq_slot = slot;
@@ -115,6 +122,14 @@ int qps_emu_post_recv(struct qps_qp *q, struct ibv_recv_wr *wr,
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&qp->rq_lock);
+	/* As verbs: no receives before INIT (the state is stable under
+	 * rq_lock); in ERR they are taken and flushed below. */
+	if (qps_emu_qp_state(qp) == IBV_QPS_RESET) {
+		pthread_mutex_unlock(&qp->rq_lock);
+		if (bad_wr)
+			*bad_wr = wr;
+		return -EINVAL;
+	}
 	head = qp->rq_head;
 	for (; wr; wr = wr->next) {
 		/* Acquire: pairs with poll_cq's release of rq_done; the
@@ -154,6 +169,8 @@ int qps_emu_post_recv(struct qps_qp *q, struct ibv_recv_wr *wr,
 		 * WQEs are written before peers may consume them. */
 		__atomic_store_n(&dev->sp->rq[qp->rq_slot].head, head,
 				 __ATOMIC_RELEASE);
+		if (qps_emu_qp_state(qp) == IBV_QPS_ERR)
+			qps_emu_rq_flush(qp);
 	}
 	pthread_mutex_unlock(&qp->rq_lock);
 	if (r && bad_wr)
@@ -177,8 +194,8 @@ static bool l2_accept(const struct qps_emu_shm_port *sp, const uint8_t *dst)
 	return false;
 }
 
-static struct qps_emu_shm_rq *rq_checked(struct qps_emu_shm_port *sp,
-					 int slot)
+struct qps_emu_shm_rq *qps_emu_rq_checked(struct qps_emu_shm_port *sp,
+					  int slot)
 {
 	struct qps_emu_shm_rq *srq;
 	uint32_t cnt;
@@ -197,28 +214,33 @@ static struct qps_emu_shm_rq *rq_checked(struct qps_emu_shm_port *sp,
 	return srq;
 }
 
-/* Steer, take a posted buffer, copy, complete. rx_lock held. */
-static void place(struct qps_emu_shm_port *sp, uint8_t *qarea, uint8_t *pool,
-		  const uint8_t *frame, uint32_t len,
-		  struct qps_emu_rx_result *res)
+static bool rq_ready(const struct qps_emu_shm_rq *srq)
+{
+	return srq->qp_state == IBV_QPS_RTR || srq->qp_state == IBV_QPS_RTS;
+}
+
+void qps_emu_rq_deliver(struct qps_emu_shm_port *sp, uint8_t *qarea,
+			uint8_t *pool, int slot, const struct qps_emu_piece *pc,
+			unsigned int npc, struct qps_emu_cqe_info *ci,
+			struct qps_emu_rx_result *res)
 {
 	struct qps_emu_shm_stats *st = &sp->st;
-	struct qps_emu_cqe_info ci = { .opcode = QPS_EMU_RECV_OPCODE_SEND };
 	struct qps_emu_shm_rq *srq;
 	struct mlx4_wqe_data_seg ds;
 	enum qps_emu_cqe_res cres;
-	uint32_t head, tail, blen;
-	uint64_t boff;
-	int slot;
+	uint32_t head, tail, blen, len = 0, off, idx;
+	uint64_t boff, roff;
+	unsigned int i;
 
-	slot = qps_emu_flow_match(sp, frame, len);
-	if (slot == -1) {
-		qps_emu_count(&st->rx_no_rule, 1);
-		goto drop;
-	}
-	srq = rq_checked(sp, slot);
+	for (i = 0; i < npc; i++)
+		len += pc[i].len;
+	srq = qps_emu_rq_checked(sp, slot);
 	if (!srq)
 		goto corrupt;
+	if (!rq_ready(srq)) {
+		qps_emu_count(&st->rx_qp_state, 1);
+		goto drop;
+	}
 	/* Acquire: pairs with post_recv's release store of head; the WQEs
 	 * below it are written. */
 	head = __atomic_load_n(&srq->head, __ATOMIC_ACQUIRE);
@@ -238,27 +260,34 @@ static void place(struct qps_emu_shm_port *sp, uint8_t *qarea, uint8_t *pool,
 	}
 	if (cres != QPS_EMU_CQE_OK)
 		goto corrupt;
-	memcpy(&ds, qarea + srq->ring_off + (uint64_t)(tail & (srq->wqe_cnt - 1)) *
-	       EMU_RQ_WQE, sizeof(ds));
+	/* Each read once and the slot bounded again: a peer that ignores
+	 * rx_lock may rewrite the geometry after qps_emu_rq_checked(). */
+	roff = __atomic_load_n(&srq->ring_off, __ATOMIC_RELAXED);
+	idx = tail & (__atomic_load_n(&srq->wqe_cnt, __ATOMIC_RELAXED) - 1);
+	if (roff > QPS_EMU_QAREA_SIZE ||
+	    ((uint64_t)idx + 1) * EMU_RQ_WQE > QPS_EMU_QAREA_SIZE - roff)
+		goto corrupt;
+	memcpy(&ds, qarea + roff + (uint64_t)idx * EMU_RQ_WQE, sizeof(ds));
 	blen = be32toh(ds.byte_count);
 	boff = be64toh(ds.addr);
-	ci.qpn = srq->qpn;
-	ci.wqe_index = (uint16_t)tail;
+	ci->qpn = srq->qpn;
+	ci->wqe_index = (uint16_t)tail;
 	if ((blen & MLX4_INLINE_SEG) || boff > QPS_EMU_POOL_SIZE ||
 	    blen > QPS_EMU_POOL_SIZE - boff) {
 		/* The WQE is consumed with an error, as on the HCA. */
 		qps_emu_count(&st->rx_corrupt, 1);
-		ci.opcode = MLX4_CQE_OPCODE_ERROR;
-		ci.syndrome = MLX4_CQE_SYNDROME_LOCAL_PROT_ERR;
+		ci->opcode = MLX4_CQE_OPCODE_ERROR;
+		ci->syndrome = MLX4_CQE_SYNDROME_LOCAL_PROT_ERR;
 	} else if (len > blen) {
 		qps_emu_count(&st->rx_len_err, 1);
-		ci.opcode = MLX4_CQE_OPCODE_ERROR;
-		ci.syndrome = MLX4_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+		ci->opcode = MLX4_CQE_OPCODE_ERROR;
+		ci->syndrome = MLX4_CQE_SYNDROME_LOCAL_LENGTH_ERR;
 	} else {
-		memcpy(pool + boff, frame, len);
-		ci.byte_cnt = len;
+		for (i = 0, off = 0; i < npc; off += pc[i].len, i++)
+			memcpy(pool + boff + off, pc[i].p, pc[i].len);
+		ci->byte_cnt = len;
 	}
-	cres = qps_emu_cq_write(sp, qarea, srq->cq, &ci);
+	cres = qps_emu_cq_write(sp, qarea, srq->cq, ci);
 	if (cres != QPS_EMU_CQE_OK && cres != QPS_EMU_CQE_NOTIFY)
 		goto corrupt;
 	__atomic_store_n(&srq->tail, tail + 1, __ATOMIC_RELAXED);
@@ -268,13 +297,31 @@ static void place(struct qps_emu_shm_port *sp, uint8_t *qarea, uint8_t *pool,
 		res->notify = true;
 		res->gen = sp->gen;
 	}
-	if (ci.opcode == MLX4_CQE_OPCODE_ERROR)
+	if (ci->opcode == MLX4_CQE_OPCODE_ERROR)
 		qps_emu_count(&st->rx_drops, 1);
 	return;
 corrupt:
 	qps_emu_count(&st->rx_corrupt, 1);
 drop:
 	qps_emu_count(&st->rx_drops, 1);
+}
+
+/* Steer, then deliver the frame as it is. rx_lock held. */
+static void place(struct qps_emu_shm_port *sp, uint8_t *qarea, uint8_t *pool,
+		  const uint8_t *frame, uint32_t len,
+		  struct qps_emu_rx_result *res)
+{
+	struct qps_emu_cqe_info ci = { .opcode = QPS_EMU_RECV_OPCODE_SEND };
+	struct qps_emu_piece pc = { .p = frame, .len = len };
+	int slot;
+
+	slot = qps_emu_flow_match(sp, frame, len);
+	if (slot == -1) {
+		qps_emu_count(&sp->st.rx_no_rule, 1);
+		qps_emu_count(&sp->st.rx_drops, 1);
+		return;
+	}
+	qps_emu_rq_deliver(sp, qarea, pool, slot, &pc, 1, &ci, res);
 }
 
 bool qps_emu_port_rx(struct qps_emu_wire *w, unsigned int port,
@@ -298,10 +345,71 @@ bool qps_emu_port_rx(struct qps_emu_wire *w, unsigned int port,
 		return false;
 	}
 	qps_emu_count(&sp->st.rx_frames, 1);
-	place(sp, qps_emu_port_qarea(w, port), qps_emu_port_pool(w, port),
-	      frame, len, res);
+	if (!qps_emu_ud_rx(sp, qps_emu_port_qarea(w, port),
+			   qps_emu_port_pool(w, port), frame, len, res))
+		place(sp, qps_emu_port_qarea(w, port),
+		      qps_emu_port_pool(w, port), frame, len, res);
 	qps_emu_unlock(&sp->rx_lock);
 	return true;
+}
+
+void qps_emu_rq_set_state(struct qps_emu_qp *qp, uint32_t state, bool empty)
+{
+	struct qps_emu_dev *dev = qps_emu_dev(qp->base.dev);
+	struct qps_emu_shm_rq *srq = &dev->sp->rq[qp->rq_slot];
+
+	if (!qps_emu_owner(dev) || qps_emu_lock(&dev->sp->rx_lock) < 0)
+		return;
+	srq->qp_state = state;
+	srq->qkey = qp->qkey;
+	if (empty) {
+		/* RESET: posted buffers are forgotten, without completions;
+		 * rq_lock held, so no post_recv races with this. */
+		srq->head = 0;
+		srq->tail = 0;
+		qp->rq_head = 0;
+		/* Release: pairs with post_recv's acquire of rq_done. */
+		__atomic_store_n(&qp->rq_done, 0, __ATOMIC_RELEASE);
+	}
+	qps_emu_unlock(&dev->sp->rx_lock);
+}
+
+void qps_emu_rq_flush(struct qps_emu_qp *qp)
+{
+	struct qps_emu_dev *dev = qps_emu_dev(qp->base.dev);
+	struct qps_emu_shm_port *sp = dev->sp;
+	struct qps_emu_shm_rq *srq = &sp->rq[qp->rq_slot];
+	struct qps_emu_cqe_info ci = {
+		.qpn = qp->base.qp_num,
+		.opcode = MLX4_CQE_OPCODE_ERROR,
+		.syndrome = MLX4_CQE_SYNDROME_WR_FLUSH_ERR,
+	};
+	bool notify = false;
+	uint32_t tail;
+
+	if (qps_emu_lock(&sp->rx_lock) < 0)
+		return;
+	/* rq_lock held: our own head is the truth, not the shared copy. */
+	for (tail = srq->tail; tail != qp->rq_head; tail++) {
+		enum qps_emu_cqe_res res;
+
+		if (qp->rq_head - tail > qp->rq_cnt)
+			break;	/* the shared tail was scribbled on */
+		ci.wqe_index = (uint16_t)tail;
+		res = qps_emu_cq_write(sp, dev->qarea,
+				       qps_emu_cq(qp->base.recv_cq)->slot, &ci);
+		if (res != QPS_EMU_CQE_OK && res != QPS_EMU_CQE_NOTIFY) {
+			qps_emu_count(&sp->st.rx_cq_overrun, 1);
+			break;
+		}
+		notify |= res == QPS_EMU_CQE_NOTIFY;
+		qps_emu_count(&qp->rq_flushed, 1);
+		qps_emu_count(&srq->cqes, 1);
+	}
+	srq->tail = tail;
+	qps_emu_unlock(&sp->rx_lock);
+	if (notify)
+		qps_emu_notify(dev, dev->port, dev->gen);
 }
 
 uint32_t *qps_emu_test_rq_head(struct qps_qp *q)

@@ -9,6 +9,10 @@
  * after a release barrier. The slot spare_wqes ahead of the producer is
  * stamped (0xffffffff in the first dword of each 64-byte chunk but the
  * first), so a device reading ahead never mistakes stale chunks for a WQE.
+ *
+ * A UD WQE puts a datagram segment (address vector, remote QPN and Q_Key,
+ * next-hop MAC; 48 bytes) right after the ctrl segment, so its data starts
+ * at the second 64-byte chunk, as libmlx4 lays it out.
  */
 #include "emu.h"
 
@@ -22,20 +26,32 @@ static uint8_t *sq_slot(struct qps_emu_qp *qp, uint32_t ind)
 	return qp->sq_buf + ((size_t)(ind & (qp->wqe_cnt - 1)) << qp->wqe_shift);
 }
 
-/* Inline bytes a stride holds: the first chunk loses the ctrl segment,
- * every chunk one inline header (chunks never cross 64 bytes). */
-static uint32_t inline_cap(uint32_t stride)
+#define UD_SEGS (sizeof(struct mlx4_wqe_ctrl_seg) + \
+		 sizeof(struct mlx4_wqe_datagram_seg))
+_Static_assert(UD_SEGS == QPS_EMU_WQEBB, "UD data starts at chunk 1");
+
+/* Where the data segments start. */
+static uint32_t data_off(bool ud)
 {
-	return QPS_EMU_WQEBB - sizeof(struct mlx4_wqe_ctrl_seg) -
-	       sizeof(struct mlx4_wqe_inline_seg) +
-	       (stride / QPS_EMU_WQEBB - 1) *
+	return ud ? UD_SEGS : sizeof(struct mlx4_wqe_ctrl_seg);
+}
+
+/* Inline bytes a stride holds: the first chunk loses the ctrl segment
+ * (UD: the whole chunk), every chunk one inline header (chunks never
+ * cross 64 bytes). */
+static uint32_t inline_cap(uint32_t stride, bool ud)
+{
+	uint32_t first = ud ? 0 : QPS_EMU_WQEBB -
+				  sizeof(struct mlx4_wqe_ctrl_seg) -
+				  sizeof(struct mlx4_wqe_inline_seg);
+
+	return first + (stride / QPS_EMU_WQEBB - 1) *
 	       (QPS_EMU_WQEBB - sizeof(struct mlx4_wqe_inline_seg));
 }
 
-static uint32_t sge_cap(uint32_t stride)
+static uint32_t sge_cap(uint32_t stride, bool ud)
 {
-	return (stride - sizeof(struct mlx4_wqe_ctrl_seg)) /
-	       sizeof(struct mlx4_wqe_data_seg);
+	return (stride - data_off(ud)) / sizeof(struct mlx4_wqe_data_seg);
 }
 
 static void stamp_wqe(struct qps_emu_qp *qp, uint32_t ind)
@@ -52,7 +68,7 @@ static void stamp_wqe(struct qps_emu_qp *qp, uint32_t ind)
 int qps_emu_sq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap)
 {
 	uint32_t want_sge = cap->max_send_sge ? cap->max_send_sge : 1;
-	uint32_t stride, i;
+	uint32_t stride;
 	int shift;
 
 	if (cap->max_send_wr > QPS_EMU_MAX_WR)
@@ -60,8 +76,8 @@ int qps_emu_sq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap)
 	for (shift = QPS_EMU_WQE_SHIFT; shift <= QPS_EMU_WQE_SHIFT_MAX;
 	     shift++) {
 		stride = 1u << shift;
-		if (inline_cap(stride) >= cap->max_inline_data &&
-		    sge_cap(stride) >= want_sge)
+		if (inline_cap(stride, qp->ud) >= cap->max_inline_data &&
+		    sge_cap(stride, qp->ud) >= want_sge)
 			break;
 	}
 	if (shift > QPS_EMU_WQE_SHIFT_MAX)
@@ -71,8 +87,8 @@ int qps_emu_sq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap)
 	qp->wqe_cnt = qps_emu_roundup_pow2((cap->max_send_wr ?
 					    cap->max_send_wr : 1) + qp->spare);
 	qp->max_post = qp->wqe_cnt - qp->spare;
-	qp->max_inline = inline_cap(stride);
-	qp->max_sge = sge_cap(stride);
+	qp->max_inline = inline_cap(stride, qp->ud);
+	qp->max_sge = sge_cap(stride, qp->ud);
 	qp->sq_buf = aligned_alloc(4096, (size_t)qp->wqe_cnt << shift);
 	qp->wrid = calloc(qp->wqe_cnt, sizeof(*qp->wrid));
 	qp->frame = malloc(QPS_EMU_FRAME_MAX);
@@ -80,7 +96,19 @@ int qps_emu_sq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap)
 		qps_emu_sq_fini(qp);
 		return -ENOMEM;
 	}
-	memset(qp->sq_buf, 0, (size_t)qp->wqe_cnt << shift);
+	qps_emu_sq_reset(qp);
+	qp->doorbell_qpn = htobe32(qp->base.qp_num << 8);
+	qp->base.cap.max_send_wr = qp->max_post;
+	qp->base.cap.max_send_sge = qp->max_sge;
+	qp->base.cap.max_inline_data = qp->max_inline;
+	return 0;
+}
+
+void qps_emu_sq_reset(struct qps_emu_qp *qp)
+{
+	uint32_t stride = 1u << qp->wqe_shift, i;
+
+	memset(qp->sq_buf, 0, (size_t)qp->wqe_cnt << qp->wqe_shift);
 	/* As mlx4_qp_init_sq_ownership: every slot software-owned for the
 	 * first pass, full size, stamped. */
 	for (i = 0; i < qp->wqe_cnt; i++) {
@@ -90,11 +118,15 @@ int qps_emu_sq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap)
 		ctrl->fence_size = (uint8_t)(stride / 16);
 		stamp_wqe(qp, i);
 	}
-	qp->doorbell_qpn = htobe32(qp->base.qp_num << 8);
-	qp->base.cap.max_send_wr = qp->max_post;
-	qp->base.cap.max_send_sge = qp->max_sge;
-	qp->base.cap.max_inline_data = qp->max_inline;
-	return 0;
+	memset(qp->wrid, 0, qp->wqe_cnt * sizeof(*qp->wrid));
+	qp->sq_head = 0;
+	qp->bf_first = 0;
+	qp->bf_n = 0;
+	qp->db_pending = false;
+	/* Release: pairs with post_send's acquire of sq_tail and poll_cq's
+	 * acquire of ci (no completion of the old ring is accepted now). */
+	__atomic_store_n(&qp->sq_tail, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&qp->ci, 0, __ATOMIC_RELEASE);
 }
 
 void qps_emu_sq_fini(struct qps_emu_qp *qp)
@@ -109,9 +141,10 @@ void qps_emu_sq_fini(struct qps_emu_qp *qp)
 
 /* Inline data cut into chunks that never cross a 64-byte boundary;
  * returns the segment bytes written after the ctrl segment. */
-static uint32_t write_inline(uint8_t *wqe, const struct ibv_send_wr *wr)
+static uint32_t write_inline(uint8_t *wqe, const struct ibv_send_wr *wr,
+			     uint32_t start)
 {
-	uint32_t off = sizeof(struct mlx4_wqe_ctrl_seg);
+	uint32_t off = start;
 	uint32_t seg = off, seg_len = 0, nseg = 0, total = 0;
 	int i;
 
@@ -148,10 +181,10 @@ static uint32_t write_inline(uint8_t *wqe, const struct ibv_send_wr *wr)
 	return total + nseg * sizeof(struct mlx4_wqe_inline_seg);
 }
 
-static uint32_t write_dsegs(uint8_t *wqe, const struct ibv_send_wr *wr)
+static uint32_t write_dsegs(uint8_t *wqe, const struct ibv_send_wr *wr,
+			    uint32_t start)
 {
-	struct mlx4_wqe_data_seg *ds = (void *)(wqe +
-					       sizeof(struct mlx4_wqe_ctrl_seg));
+	struct mlx4_wqe_data_seg *ds = (void *)(wqe + start);
 	uint32_t n = 0;
 	int i;
 
@@ -165,13 +198,30 @@ static uint32_t write_dsegs(uint8_t *wqe, const struct ibv_send_wr *wr)
 	return n * sizeof(*ds);
 }
 
-static int check_wr(const struct qps_emu_qp *qp, const struct ibv_send_wr *wr)
+/* Verbs refuses sends before RTS; in ERR they are taken and flushed. */
+static bool can_send(uint32_t state)
+{
+	return state == IBV_QPS_RTS || state == IBV_QPS_ERR;
+}
+
+static int check_wr(const struct qps_emu_qp *qp, const struct ibv_send_wr *wr,
+		    struct qps_emu_ah **ah)
 {
 	uint64_t total = 0;
 	int i;
 
-	if (wr->opcode != IBV_WR_SEND)
+	if (!can_send(qps_emu_qp_state(qp)))
 		return -EINVAL;
+	if (qp->ud) {
+		if (wr->opcode != IBV_WR_SEND &&
+		    wr->opcode != IBV_WR_SEND_WITH_IMM)
+			return -EINVAL;
+		*ah = qps_emu_ah_of(qps_emu_dev(qp->base.dev), wr->wr.ud.ah);
+		if (!*ah)
+			return -EINVAL;
+	} else if (wr->opcode != IBV_WR_SEND) {
+		return -EINVAL;
+	}
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_sge ||
 	    (wr->num_sge && !wr->sg_list))
 		return -EINVAL;
@@ -186,31 +236,56 @@ static int check_wr(const struct qps_emu_qp *qp, const struct ibv_send_wr *wr)
 	return 0;
 }
 
+/* The datagram segment: the AH's address vector (RoCE: GID index, hop
+ * limit, traffic class and flow label, destination GID, next-hop MAC),
+ * the remote QPN and Q_Key as the WR gives them (the device resolves a
+ * Q_Key with the high bit set). */
+static void write_dgram(uint8_t *wqe, const struct ibv_send_wr *wr,
+			struct qps_emu_ah *ah)
+{
+	struct mlx4_wqe_datagram_seg *dg = (void *)(wqe +
+					sizeof(struct mlx4_wqe_ctrl_seg));
+
+	mlx4dv_set_dgram_seg(dg, 1u << 24, 0x80, 0, QPS_GID_ROCE_V2_IPV4, 0,
+			     ah->hop_limit,
+			     (uint32_t)ah->sl << 28 |
+			     (uint32_t)ah->tclass << 20 | ah->flow_label, ah->dgid,
+			     wr->wr.ud.remote_qpn & 0xffffff,
+			     wr->wr.ud.remote_qkey, 0, ah->mac);
+}
+
 static void write_wqe(struct qps_emu_qp *qp, uint32_t ind,
-		      const struct ibv_send_wr *wr)
+		      const struct ibv_send_wr *wr, struct qps_emu_ah *ah)
 {
 	uint8_t *wqe = sq_slot(qp, ind);
 	struct mlx4_wqe_ctrl_seg *ctrl = (void *)wqe;
 	bool signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-	uint32_t bytes, size;
+	bool imm = qp->ud && wr->opcode == IBV_WR_SEND_WITH_IMM;
+	uint32_t start = data_off(qp->ud), bytes, size;
 
+	if (qp->ud)
+		write_dgram(wqe, wr, ah);
 	if (wr->send_flags & IBV_SEND_INLINE)
-		bytes = write_inline(wqe, wr);
+		bytes = write_inline(wqe, wr, start);
 	else
-		bytes = write_dsegs(wqe, wr);
-	size = 1 + (bytes + 15) / 16;
+		bytes = write_dsegs(wqe, wr, start);
+	size = (start + bytes + 15) / 16;
 	ctrl->bf_qpn = 0;
 	ctrl->fence_size = (uint8_t)(size |
 		((wr->send_flags & IBV_SEND_FENCE) ? MLX4_WQE_CTRL_FENCE : 0));
-	ctrl->srcrb_flags = htobe32(MLX4_WQE_CTRL_SOLICIT |
-				    (signaled ? MLX4_WQE_CTRL_CQ_UPDATE : 0));
-	ctrl->imm = 0;
+	ctrl->srcrb_flags = htobe32(
+		(qp->ud ? ((wr->send_flags & IBV_SEND_SOLICITED) ?
+			   MLX4_WQE_CTRL_SOLICIT : 0) :
+			  MLX4_WQE_CTRL_SOLICIT) |
+		(signaled ? MLX4_WQE_CTRL_CQ_UPDATE : 0));
+	ctrl->imm = imm ? wr->imm_data : 0;
 	qp->wrid[ind & (qp->wqe_cnt - 1)] = wr->wr_id;
 	/* Release: pairs with the engine's acquire load of owner_opcode;
 	 * the segments are visible before ownership passes (libmlx4's
 	 * udma_to_device_barrier). */
 	__atomic_store_n(&ctrl->owner_opcode,
-			 htobe32(MLX4_OPCODE_SEND |
+			 htobe32((imm ? MLX4_OPCODE_SEND_IMM :
+					 MLX4_OPCODE_SEND) |
 				 ((ind & qp->wqe_cnt) ? (1u << 31) : 0)),
 			 __ATOMIC_RELEASE);
 	stamp_wqe(qp, ind + qp->spare);
@@ -228,15 +303,16 @@ int qps_emu_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
 		/* Acquire: pairs with poll_cq's release of sq_tail; the
 		 * slots below it are no longer read by anyone. */
 		uint32_t tail = __atomic_load_n(&qp->sq_tail, __ATOMIC_ACQUIRE);
+		struct qps_emu_ah *ah = NULL;
 
 		if (qp->sq_head - tail >= qp->max_post) {
 			r = -ENOMEM;
 			break;
 		}
-		r = check_wr(qp, wr);
+		r = check_wr(qp, wr, &ah);
 		if (r)
 			break;
-		write_wqe(qp, qp->sq_head, wr);
+		write_wqe(qp, qp->sq_head, wr, ah);
 		qp->sq_head++;
 	}
 	pthread_mutex_unlock(&qp->sq_lock);
