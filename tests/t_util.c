@@ -36,6 +36,27 @@ void t_wire_name(char *buf, size_t len, const char *tag)
 	snprintf(buf, len, "t-%s-%d", tag, (int)getpid());
 }
 
+/* Taken once at start: suites change QPS_PROVIDER to test it. */
+static char g_provider[16] = "emu";
+
+__attribute__((constructor)) static void t_provider_init(void)
+{
+	const char *env = getenv("QPS_PROVIDER");
+
+	if (env && *env)
+		snprintf(g_provider, sizeof(g_provider), "%s", env);
+}
+
+const char *t_provider(void)
+{
+	return g_provider;
+}
+
+int t_provider_is(const char *name)
+{
+	return !strcmp(g_provider, name);
+}
+
 struct qps_ctx_attr t_emu_attr(const char *wire, const char *ip)
 {
 	struct qps_ctx_attr attr = {
@@ -47,6 +68,23 @@ struct qps_ctx_attr t_emu_attr(const char *wire, const char *ip)
 	if (ip) {
 		attr.comp_mask |= QPS_CTX_ATTR_ADDR;
 		inet_pton(AF_INET, ip, &attr.addr);
+	}
+	if (t_provider_is("verbs")) {
+		/* The double's next ibv_open_device reads these: the wire
+		 * its emu port joins, and that port's address (the "ip addr
+		 * add" of its netdev). The verbs provider then finds the
+		 * address in the GID table. */
+		attr.provider = "verbs";
+		attr.comp_mask &= ~(uint64_t)QPS_CTX_ATTR_DEV;
+		attr.dev = NULL;
+		if (wire)
+			setenv("QPS_EMU_WIRE", wire, 1);
+		else
+			unsetenv("QPS_EMU_WIRE");
+		if (ip)
+			setenv("QPS_IBV_EMU_ADDR", ip, 1);
+		else
+			unsetenv("QPS_IBV_EMU_ADDR");
 	}
 	return attr;
 }
@@ -195,4 +233,75 @@ struct qps_ep *t_ep_bound(struct qps_ctx *ctx, const char *ip,
 	T_EQ(qps_setopt(ep, QPS_OPT_RCVTIMEO, &timeout_ms, sizeof(timeout_ms)),
 	     0);
 	return ep;
+}
+
+/*
+ * The exclusions: tests that cannot run on a provider, and why. The same
+ * table is in docs/verbs.md; keep the two together.
+ */
+struct t_exclusion {
+	const char *provider;
+	const char *file;	/* basename of the test's source */
+	const char *func;
+	const char *why;
+};
+
+#define T_EMU_INTERNALS "reads emu device internals (providers/emu/emu.h)"
+#define T_NO_DROPS "closes the delivery count with the device's drop " \
+	"counters, which the double's emu port does not expose through verbs"
+#define T_NO_MLX4 "the direct path needs a ConnectX-3 (mlx4dv); the " \
+	"test double is not one"
+
+static const struct t_exclusion t_exclusions[] = {
+	{ "verbs", "test_mcast.c", "test_errors",
+	  "counts the emu port's MAC filter references" },
+	{ "verbs", "test_mcast.c", "test_device_full",
+	  "counts the emu port's steering rules" },
+	{ "verbs", "test_mcast.c", "test_refcount",
+	  "counts the emu port's steering rules and MAC filters" },
+	{ "verbs", "test_doorbell.c", "counts_generic",
+	  "compares with the emu device's register-write counters" },
+	{ "verbs", "test_doorbell.c", "counts_direct", T_NO_MLX4 },
+	{ "verbs", "test_doorbell.c", "e2e_generic",
+	  "compares with the emu device's register-write counters" },
+	{ "verbs", "test_doorbell.c", "e2e_direct", T_NO_MLX4 },
+	{ "verbs", "test_doorbell.c", "stranding_direct", T_NO_MLX4 },
+	{ "verbs", "test_doorbell.c", "flush_points_direct", T_NO_MLX4 },
+	{ "verbs", "test_doorbell.c", "full_mid_burst_generic",
+	  "stops the emu engine (qps_emu_set_stepping)" },
+	{ "verbs", "test_doorbell.c", "full_mid_burst_direct", T_NO_MLX4 },
+	{ "verbs", "test_doorbell.c", "blueflame",
+	  "opens emu directly and reads its per-QP counters" },
+	{ "verbs", "test_doorbell.c", "same_wqe_bytes",
+	  "opens emu directly and compares its rings byte for byte" },
+	{ "verbs", "test_doorbell.c", "cost_model", T_EMU_INTERNALS },
+	{ "verbs", "test_prio_e2e.c", "strict_direct", T_NO_MLX4 },
+	{ "verbs", "test_prio_e2e.c", "full_band_direct", T_NO_MLX4 },
+	{ "verbs", "test_prio_e2e.c", "concurrent_generic", T_NO_DROPS },
+	{ "verbs", "test_prio_e2e.c", "concurrent_direct", T_NO_MLX4 },
+	{ "verbs", "test_txq_e2e.c", "connected_once_generic",
+	  "expects the route generation to move when any port joins; the "
+	  "kernel's tables move it only when a next hop in use changes" },
+	{ "verbs", "test_txq_e2e.c", "connected_once_direct", T_NO_MLX4 },
+	{ "verbs", "test_txq_e2e.c", "flows_direct", T_NO_MLX4 },
+	{ "verbs", "test_txq_e2e.c", "reorder_cpu_direct", T_NO_MLX4 },
+	{ "verbs", "test_txq_e2e.c", "test_concurrent", T_NO_DROPS },
+	{ NULL, NULL, NULL, NULL },
+};
+
+int t_excluded(const char *file, const char *func)
+{
+	const char *base = strrchr(file, '/');
+	const struct t_exclusion *e;
+
+	base = base ? base + 1 : file;
+	for (e = t_exclusions; e->provider; e++) {
+		if (strcmp(e->provider, g_provider) || strcmp(e->file, base) ||
+		    strcmp(e->func, func))
+			continue;
+		printf("\n    SKIP %s on %s: %s ", func, g_provider, e->why);
+		fflush(stdout);
+		return 1;
+	}
+	return 0;
 }

@@ -21,7 +21,10 @@ int t_run(const char *suite, CU_TestInfo *tests);
 void t_wire_name(char *buf, size_t len, const char *tag);
 
 /* Attributes for an emu context on @wire with local address @ip (NULL =
- * allocated); callers add their own attributes to comp_mask. */
+ * allocated); callers add their own attributes to comp_mask. When the
+ * suite runs on verbs (t_provider), they open the verbs provider on the
+ * libibverbs test double instead, whose next ibv_open_device attaches to
+ * the same wire and address (tests/verbs/run-on-shim.sh). */
 struct qps_ctx_attr t_emu_attr(const char *wire, const char *ip);
 
 /* Open an emu context on @wire with local address @ip (NULL = allocated). */
@@ -106,5 +109,23 @@ void t_thread_stop(pthread_t t, int *stop);
 
 /* Sleep @ms milliseconds (tests let in-flight traffic settle). */
 void t_sleep_ms(unsigned int ms);
+
+/* The provider the suite runs on: $QPS_PROVIDER ("verbs" under
+ * tests/verbs/run-on-shim.sh), else "emu". */
+const char *t_provider(void);
+int t_provider_is(const char *name);
+
+/*
+ * Per-provider exclusions, listed in one table in t_util.c (and in
+ * docs/verbs.md) with their reason: true, after printing the reason, when
+ * test @func of @file cannot run on the current provider. Tests start
+ * with T_EXCLUDED_RETURN().
+ */
+int t_excluded(const char *file, const char *func);
+#define T_EXCLUDED_RETURN() \
+	do { \
+		if (t_excluded(__FILE__, __func__)) \
+			return; \
+	} while (0)
 
 #endif

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "prov_sw.h"
+#include "nl_neigh.h"
 #include "provider.h"
 
 #define QPS_PACKET_MAX_WR 4096
@@ -37,9 +38,6 @@
 #define QPS_PACKET_MAX_FLOWS 64
 #define QPS_PACKET_MAX_MR 64
 #define QPS_PACKET_RX_FRAMES_MIN 256
-#define QPS_PACKET_NH_SLOTS 256
-#define QPS_PACKET_RESOLVE_MS 3000	/* ARP gives up after ~3 s too */
-#define QPS_PACKET_EV_PERIOD_NS 1000000	/* netlink events drained per ms */
 #define QPS_PACKET_ETH_HLEN 14
 
 #define qps_packet_container_of(ptr, type, member) \
@@ -148,24 +146,6 @@ struct qps_packet_flow {
 	uint64_t ring_drops;		/* PACKET_STATISTICS tp_drops */
 };
 
-struct qps_packet_nh {
-	uint32_t addr;		/* next hop, network order; 0 = free */
-	uint8_t mac[6];
-};
-
-struct qps_packet_route {
-	pthread_mutex_t lock;		/* everything below but gen, next_ns */
-	struct nl_sock *cmd;		/* queries, blocking */
-	struct nl_sock *ev;		/* events, non-blocking */
-	struct nl_cb *ev_cb;		/* their handler */
-	uint64_t gen;			/* atomic */
-	uint64_t next_ns;		/* atomic: next event drain */
-	struct qps_packet_nh nh[QPS_PACKET_NH_SLOTS];
-	bool nh_overflow;		/* an entry was evicted */
-	uint32_t resolve_ms;
-	uint64_t events, resets;
-};
-
 struct qps_packet_mcast {
 	struct qps_packet_mcast *next;
 	struct in_addr group, source;
@@ -179,6 +159,9 @@ struct qps_packet_dev {
 	int ifindex;
 	int epfd;		/* event fd: epoll set of every RX ring socket */
 	int mc_fd;		/* AF_PACKET socket holding device-level MACs */
+	bool rx_empty;		/* atomic: the last receive CQ poll was empty */
+	uint64_t err_check_ns;	/* atomic: last socket error check */
+	uint64_t link_errors;	/* atomic: socket errors read (ENETDOWN) */
 
 	pthread_mutex_t lock;	/* lists below, lock order: before a QP's */
 	struct qps_packet_qp *qps;
@@ -190,7 +173,7 @@ struct qps_packet_dev {
 
 	struct qps_sw_mr_table mrs;
 
-	struct qps_packet_route route;
+	struct qps_nl_route route;	/* src/nl_neigh.h */
 
 	/* Counters of destroyed QPs and flows (under lock). */
 	struct qps_dev_counters retired;
