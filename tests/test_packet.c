@@ -867,6 +867,253 @@ static void test_neigh_change(void)
 	   "permanent", ns_a, if_a);
 }
 
+/* --- interface down and up ------------------------------------------------ */
+
+/* qpsock -> kernel: send @n datagrams; returns how many were accepted and
+ * stores the first refusal's -errno in *@err (0 if none). */
+static int send_n(struct qps_ep *ep, int n, int flags, int *err)
+{
+	int i, ok = 0;
+
+	*err = 0;
+	for (i = 0; i < n; i++) {
+		ssize_t r = qps_send(ep, "updown", 6, flags);
+
+		if (r == 6)
+			ok++;
+		else if (!*err)
+			*err = (int)r;
+	}
+	return ok;
+}
+
+/* Receive up to @want datagrams on @ep (it has a receive timeout). */
+static int qps_recv_n(struct qps_ep *ep, int want)
+{
+	uint8_t buf[64];
+	int got = 0;
+
+	while (got < want && qps_recv(ep, buf, sizeof(buf), 0) >= 0)
+		got++;
+	return got;
+}
+
+/* Wait up to 2 s for the carrier on A's veth (LOWER_UP). */
+static int link_wait_carrier(void)
+{
+	return sh("for i in $(seq 40); do ip -n %s link show %s | "
+		  "grep -q LOWER_UP && exit 0; sleep 0.05; done; exit 1",
+		  ns_a, if_a);
+}
+
+/* Whether the device's event descriptor reports something within @ms. */
+static bool event_fd_ready(struct qps_ctx *ctx, int ms)
+{
+	struct pollfd pfd = { .fd = qps_ctx_fd(ctx), .events = POLLIN };
+
+	return pfd.fd >= 0 && poll(&pfd, 1, ms) > 0;
+}
+
+/* A blocking receive on @rx times out after @tmo ms, asleep: not
+ * spinning on a descriptor that stays readable. */
+static void recv_sleeps(struct qps_ep *rx, int tmo)
+{
+	struct timespec t0, t1, c0, c1;
+	long ms, cpu_ms;
+	int x;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	T_EQ(qps_recv(rx, &x, sizeof(x), 0), -ETIMEDOUT);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	     (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	cpu_ms = (c1.tv_sec - c0.tv_sec) * 1000 +
+		 (c1.tv_nsec - c0.tv_nsec) / 1000000;
+	printf("\n    while down: blocking receive timed out after %ld ms, "
+	       "%ld ms CPU", ms, cpu_ms);
+	T_GE(ms, tmo - 10);
+	T_LE(cpu_ms, tmo / 10);
+}
+
+/*
+ * The carrier goes (the peer's end is down, ours stays up): the route
+ * stays and sends are accepted; the kernel drops each kick at the device
+ * but leaves the frames in the ring, so they wait, and non-blocking sends
+ * meet back-pressure once the queue is full. Progress kicks them again and
+ * they arrive once the carrier is back: held, not lost, not errors.
+ */
+static void carrier_lost(struct qps_ctx *ctx, struct qps_ep *ep, int kfd)
+{
+	struct qps_stats c0 = t_ctx_stats(ctx), c1;
+	int i, k, held, err;
+
+	T_EQ_FATAL(sh("ip -n %s link set %s down", ns_b, if_b), 0);
+	T_EQ(send_n(ep, 20, 0, &err), 20);
+	for (i = 0; i < 10; i++)
+		qps_ctx_progress(ctx);
+	held = 20 + send_n(ep, 2000, QPS_MSG_DONTWAIT, &err);
+	T_EQ(err, -EAGAIN);
+	T_LE(held, 2000);
+	T_EQ(kernel_quiet(kfd), 0);
+	T_EQ_FATAL(sh("ip -n %s link set %s up", ns_b, if_b), 0);
+	T_EQ(link_wait_carrier(), 0);
+	for (i = 0; i < 20; i++) {
+		qps_ctx_progress(ctx);
+		t_sleep_ms(5);
+	}
+	k = kernel_recv(kfd, held, RECV_MS, NULL);
+	c1 = t_ctx_stats(ctx);
+	printf("\n    carrier lost: %d accepted before -EAGAIN, %d received "
+	       "after it came back, tx_errors +%llu\n", held, k,
+	       (unsigned long long)(c1.tx_errors - c0.tx_errors));
+	T_EQ(k, held);
+	T_EQ(c1.tx_errors - c0.tx_errors, 0);
+}
+
+/*
+ * Both ends change address. The peer's: reconnect and go on. Ours: a
+ * context keeps the address it was opened with, so the old one can no
+ * longer be opened and a context opened on the new one works both ways.
+ * Restores both addresses.
+ */
+static void addr_change(struct qps_ep *ep, int tmo)
+{
+	struct sockaddr_in peer = t_sin("10.77.0.12", 5500);
+	struct qps_ctx *ctx;
+	struct qps_ep *ep2, *rx;
+	int kfd, kfd_tx, err;
+
+	T_EQ_FATAL(sh("ip -n %s addr del " IP_B "/24 dev %s && ip -n %s "
+		      "addr add 10.77.0.12/24 dev %s", ns_b, if_b, ns_b, if_b),
+		   0);
+	kfd = sock_b(SOCK_DGRAM, 0, "10.77.0.12", 5500);
+	kfd_tx = sock_b(SOCK_DGRAM, 0, "10.77.0.12", 6501);
+	CU_ASSERT_FATAL(kfd >= 0 && kfd_tx >= 0);
+	T_EQ(qps_connect(ep, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	T_EQ(send_n(ep, 20, 0, &err), 20);
+	T_EQ(kernel_recv(kfd, 20, RECV_MS, NULL), 20);
+
+	T_EQ_FATAL(sh("ip -n %s addr del " IP_A "/24 dev %s && ip -n %s "
+		      "addr add 10.77.0.11/24 dev %s", ns_a, if_a, ns_a, if_a),
+		   0);
+	T_EQ(ctx_open(if_a, IP_A, &ctx), -EADDRNOTAVAIL);
+	T_EQ_FATAL(ctx_open(if_a, "10.77.0.11", &ctx), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep2), 0);
+	T_EQ(qps_connect(ep2, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	T_EQ(send_n(ep2, 20, 0, &err), 20);
+	T_EQ(kernel_recv(kfd, 20, RECV_MS, NULL), 20);
+	rx = t_ep_bound(ctx, "0.0.0.0", 6500, tmo);
+	kernel_send_n(kfd_tx, "10.77.0.11", 6500, 20);
+	T_EQ(qps_recv_n(rx, 20), 20);
+	qps_ctx_destroy(ctx);
+
+	close(kfd);
+	close(kfd_tx);
+	sh("ip -n %s addr del 10.77.0.11/24 dev %s; ip -n %s addr add "
+	   IP_A "/24 dev %s", ns_a, if_a, ns_a, if_a);
+	sh("ip -n %s addr del 10.77.0.12/24 dev %s; ip -n %s addr add "
+	   IP_B "/24 dev %s; ip -n %s route add 224.0.0.0/4 dev %s", ns_b,
+	   if_b, ns_b, if_b, ns_b, if_b);
+}
+
+/*
+ * The interface goes down under traffic and comes back. What was accepted
+ * before or during the outage is either received by the kernel peer or
+ * counted (tx_errors: the kick failed with ENETDOWN and the frames
+ * completed with an error); nothing hangs; receiving times out asleep; the
+ * event descriptor does not stay readable from the socket error the kernel
+ * leaves on the ring sockets; traffic resumes both ways after up. Then the
+ * carrier alone goes, and both ends change address.
+ */
+static void test_link_down_up(void)
+{
+	struct sockaddr_in peer = t_sin(IP_B, 5500);
+	struct qps_ctx_attr attr = { 0 };
+	struct qps_stats st0, st1;
+	struct qps_ctx *ctx;
+	struct qps_ep *ep, *rx;
+	int kfd, kfd_tx, i, err, accepted = 0, got = 0, tmo = 300;
+	int rcvbuf = 8 << 20;
+
+	kfd = sock_b(SOCK_DGRAM, 0, IP_B, 5500);
+	kfd_tx = sock_b(SOCK_DGRAM, 0, IP_B, 6501);
+	CU_ASSERT_FATAL(kfd >= 0 && kfd_tx >= 0);
+	/* Room for a whole held queue arriving at once (carrier_lost). */
+	T_EQ(setsockopt(kfd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+			sizeof(rcvbuf)), 0);
+	/* A postponed doorbell waits up to 1 s: the burst below is still
+	 * unrung when the link goes down. */
+	attr.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
+			 QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_DB_DELAY;
+	attr.provider = "packet";
+	attr.dev = if_a;
+	attr.addr.s_addr = ip4(IP_A);
+	attr.db_delay_us = 1000000;
+	CU_ASSERT_EQUAL_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_connect(ep, (struct sockaddr *)&peer,
+					  sizeof(peer)), 0);
+	rx = t_ep_bound(ctx, "0.0.0.0", 6500, tmo);
+	st0 = t_ctx_stats(ctx);
+
+	/* Up: both ways. */
+	accepted += send_n(ep, 20, 0, &err);
+	T_EQ(err, 0);
+	got += kernel_recv(kfd, 20, RECV_MS, NULL);
+	T_EQ(got, 20);
+	kernel_send_n(kfd_tx, IP_A, 6500, 20);
+	T_EQ(qps_recv_n(rx, 20), 20);
+
+	/* Down in the middle of a burst: 8 datagrams wait for their
+	 * doorbell (MSG_MORE) when the link goes; the flush kicks into a
+	 * down interface. */
+	accepted += send_n(ep, 8, QPS_MSG_MORE, &err);
+	T_EQ(err, 0);
+	T_EQ_FATAL(sh("ip -n %s link set %s down", ns_a, if_a), 0);
+	qps_flush(ep);
+	/* While down: the route is gone, so a send is refused with
+	 * -EHOSTUNREACH; one that still found a cached destination is
+	 * accepted and then counted as a send error. */
+	accepted += send_n(ep, 20, 0, &err);
+	CU_ASSERT(err == 0 || err == -EHOSTUNREACH);
+	for (i = 0; i < 10; i++)
+		qps_ctx_progress(ctx);
+	got += kernel_quiet(kfd);
+	recv_sleeps(rx, tmo);
+	T_EQ(event_fd_ready(ctx, 0), false);
+	st1 = t_ctx_stats(ctx);
+	printf("\n    while down: send -> %d, tx_errors +%llu, dev_tx_drops "
+	       "+%llu, kernel got %d of %d accepted\n", err,
+	       (unsigned long long)(st1.tx_errors - st0.tx_errors),
+	       (unsigned long long)(st1.dev_tx_drops - st0.dev_tx_drops),
+	       got, accepted);
+	/* The unrung burst hit the down interface: every frame of it is
+	 * a counted error, none was lost silently. */
+	T_EQ(st1.tx_errors - st0.tx_errors, accepted - got);
+	T_GE(st1.tx_errors - st0.tx_errors, 8);
+
+	/* Up again: traffic resumes both ways, nothing is left readable. */
+	T_EQ_FATAL(sh("ip -n %s link set %s up", ns_a, if_a), 0);
+	T_EQ(link_wait_carrier(), 0);
+	accepted += send_n(ep, 20, 0, &err);
+	T_EQ(err, 0);
+	got += kernel_recv(kfd, 20, RECV_MS, NULL);
+	kernel_send_n(kfd_tx, IP_A, 6500, 20);
+	T_EQ(qps_recv_n(rx, 20), 20);
+	st1 = t_ctx_stats(ctx);
+	T_EQ(accepted, got + (int)(st1.tx_errors - st0.tx_errors));
+	T_EQ(qps_recv(rx, &i, sizeof(i), QPS_MSG_DONTWAIT), -EAGAIN);
+	T_EQ(event_fd_ready(ctx, 100), false);
+
+	carrier_lost(ctx, ep, kfd);
+	close(kfd);
+	close(kfd_tx);
+	addr_change(ep, tmo);
+	qps_ctx_destroy(ctx);
+}
+
 /* --- bad frames -------------------------------------------------------------- */
 
 static size_t good_frame(uint8_t *f, uint16_t dport, const char *payload)
@@ -1116,6 +1363,7 @@ int main(void)
 		{ "steering rules", test_steering },
 		{ "doorbell per chain, MTU", test_doorbell_and_mtu },
 		{ "neighbour change", test_neigh_change },
+		{ "interface down and up", test_link_down_up },
 		{ "bad frames", test_bad_frames },
 #ifdef QPS_ECHO_BIN
 		{ "sockperf ping-pong vs qps_echo", test_sockperf_pingpong },

@@ -10,13 +10,19 @@
  * socket; a ring socket is readable while it has a frame user space has
  * not released, so the set is readable exactly while a receive CQ has
  * completions to give. That is level-triggered, hence always "armed":
- * req_notify_cq and ack_events have nothing to do, and a frame that
- * lands between the core's last poll and its arm still wakes it.
+ * req_notify_cq has nothing to do, and a frame that lands between the
+ * core's last poll and its arm still wakes it. ack_events only clears
+ * socket errors (see there).
  */
+#define _GNU_SOURCE	/* strerrordesc_np: strerror is not thread safe */
 #include "packet.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
 
 int qps_packet_create_cq(struct qps_dev *d, int cqe, struct qps_cq **cq_out)
 {
@@ -55,7 +61,8 @@ int qps_packet_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
 	struct qps_packet_dev *dev = qps_packet_dev(c->dev);
 	struct qps_packet_cq *cq = qps_packet_cq(c);
 	struct qps_packet_qp *qp;
-	int n = 0;
+	int n = 0, rx = 0;
+	bool has_rx = false;
 
 	if (num < 0 || (num && !wc))
 		return -EINVAL;
@@ -66,11 +73,19 @@ int qps_packet_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
 	for (qp = dev->qps; qp && n < num; qp = qp->next) {
 		if (qp->base.send_cq == c)
 			n += qps_packet_tx_poll(qp, num - n, wc + n);
-		if (qp->base.recv_cq == c && n < num)
-			n += qps_packet_rx_poll(dev, qp, num - n, wc + n);
+		if (qp->base.recv_cq == c && n < num) {
+			int r = qps_packet_rx_poll(dev, qp, num - n, wc + n);
+
+			has_rx = true;
+			rx += r;
+			n += r;
+		}
 	}
 	pthread_mutex_unlock(&dev->lock);
 	pthread_mutex_unlock(&cq->lock);
+	/* A hint for ack_events only; relaxed is enough. */
+	if (has_rx)
+		__atomic_store_n(&dev->rx_empty, rx == 0, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -85,8 +100,60 @@ int qps_packet_get_event_fd(struct qps_dev *d)
 	return qps_packet_dev(d)->epfd;
 }
 
+/*
+ * When the interface goes down, the kernel leaves ENETDOWN pending on every
+ * ring socket bound to it (packet_notifier sets sk_err). A pending error
+ * keeps EPOLLERR up in the event set until somebody reads it, so from then
+ * on every sleep on the event fd would return at once, during the outage
+ * and after it: a blocking receive would spin. The core acknowledges
+ * events before it polls while someone may sleep on the fd; when the last
+ * receive poll found nothing (the wake-up was not for a frame), read the
+ * errors of the sockets that report one, which clears them. At most once
+ * per millisecond, so that an idle busy poller holding the fd does not pay
+ * a system call per poll. The frames resume on their own once the
+ * interface is up: the kernel hooks a bound socket up again on NETDEV_UP.
+ */
+#define PKT_ERR_CHECK_NS 1000000u
+
 int qps_packet_ack_events(struct qps_dev *d)
 {
-	(void)d;
+	struct qps_packet_dev *dev = qps_packet_dev(d);
+	struct epoll_event ev[16];
+	int n, i, cleared = 0, last = 0;
+	struct timespec ts;
+	uint64_t now;
+
+	if (!__atomic_load_n(&dev->rx_empty, __ATOMIC_RELAXED))
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (now - __atomic_load_n(&dev->err_check_ns, __ATOMIC_RELAXED) <
+	    PKT_ERR_CHECK_NS)
+		return 0;
+	__atomic_store_n(&dev->err_check_ns, now, __ATOMIC_RELAXED);
+	/* dev->lock: a flow in the set is not closed while we use its fd. */
+	pthread_mutex_lock(&dev->lock);
+	n = epoll_wait(dev->epfd, ev, 16, 0);
+	for (i = 0; i < n; i++) {
+		struct qps_packet_flow *fl = ev[i].data.ptr;
+		socklen_t len = sizeof(int);
+		int err = 0;
+
+		if (!(ev[i].events & EPOLLERR))
+			continue;
+		if (getsockopt(fl->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+		    err) {
+			cleared++;
+			last = err;
+		}
+	}
+	pthread_mutex_unlock(&dev->lock);
+	if (cleared) {
+		if (!qps_packet_read(&dev->link_errors))
+			qps_packet_log("%s: receive sockets report %s; frames "
+				       "resume when the interface is up",
+				       dev->info.name, strerrordesc_np(last));
+		qps_packet_count(&dev->link_errors, (uint64_t)cleared);
+	}
 	return 0;
 }
