@@ -16,6 +16,12 @@
  * clears MISSED and its loads of the cells (see qps_prio_flag()). Every
  * other access to the word is a seq_cst RMW too: on x86 that costs
  * nothing over acq_rel, and it keeps a single total order to reason in.
+ *
+ * An owner that has seen another producer lingers before it releases
+ * (qps_prio_linger()): it keeps posting what arrives, so the word stays
+ * OWNER|MISSED and stops moving between cores. That only adds drains in
+ * front of the drain-and-release step, which alone decides when it may
+ * leave.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -35,7 +41,8 @@ int qps_prio_create(const struct qps_prio_cfg *cfg, struct qps_prio **out)
 	uint32_t depth;
 	int i, ret;
 
-	if (!cfg || !cfg->post || !out || cfg->burst > QPS_PRIO_BURST_MAX)
+	if (!cfg || !cfg->post || !out || cfg->burst > QPS_PRIO_BURST_MAX ||
+	    cfg->linger_ns > QPS_PRIO_LINGER_MAX_NS)
 		return -EINVAL;
 	b = aligned_alloc(QPS_MPSC_GUARD, sizeof(*b));
 	if (!b)
@@ -45,6 +52,8 @@ int qps_prio_create(const struct qps_prio_cfg *cfg, struct qps_prio **out)
 	b->arg = cfg->arg;
 	b->idle = cfg->idle;
 	b->burst = cfg->burst ? cfg->burst : QPS_PRIO_DEFAULT_BURST;
+	b->linger_ns = cfg->linger_ns < 0 ? 0 : cfg->linger_ns ?
+		       cfg->linger_ns : QPS_PRIO_DEFAULT_LINGER_NS;
 	for (i = 0; i < QPS_PRIO_BANDS; i++) {
 		depth = cfg->depth[i] ? cfg->depth[i] : QPS_PRIO_DEFAULT_DEPTH;
 		ret = qps_mpsc_init(&b->ring[i], depth);
@@ -158,17 +167,18 @@ static bool qps_prio_more(struct qps_prio *b, int band, uint32_t n)
 /*
  * Owner: post bursts, highest band first, re-choosing the band after every
  * burst (strict priority), until the bands are empty, the transmitter is
- * paused, or a post takes fewer items than offered. A cell claimed but not
- * yet published ends its band's burst early; its producer will flag us.
- * Returns the number of items posted.
+ * paused, or a post takes fewer items than offered (then *@stopped). A
+ * cell claimed but not yet published ends its band's burst early; its
+ * producer will flag us. Returns the number of items posted.
  */
-static uint32_t qps_prio_drain(struct qps_prio *b)
+static uint32_t qps_prio_drain(struct qps_prio *b, bool *stopped)
 {
 	void *items[QPS_PRIO_BURST_MAX];
 	uint32_t total = 0, n = 0, k;
 	bool more;
 	int band, ret;
 
+	*stopped = true;
 	for (;;) {
 		if (atomic_load_explicit(&b->paused, memory_order_relaxed))
 			return total;
@@ -178,8 +188,10 @@ static uint32_t qps_prio_drain(struct qps_prio *b)
 			if (n)
 				break;
 		}
-		if (band == QPS_PRIO_BANDS)
+		if (band == QPS_PRIO_BANDS) {
+			*stopped = false;
 			return total;
+		}
 		more = qps_prio_more(b, band, n);
 		ret = b->post(b->arg, items, n, more);
 		qps_prio_add(&b->bursts, 1);
@@ -222,6 +234,83 @@ static bool qps_prio_release(struct qps_prio *b)
 	return false;
 }
 
+static int64_t qps_prio_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A spin-wait hint: lets the sibling hyperthread run, saves power. */
+static inline void qps_prio_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/*
+ * Owner, bands found empty while other producers are active: rather than
+ * release at once, poll the head cell of every band, every
+ * QPS_PRIO_LINGER_POLL_NS, for up to linger_ns without a new item (and
+ * QPS_PRIO_LINGER_BUDGET times that in all per run, @until), and return
+ * true as soon as one holds a published item; the caller drains it at
+ * once. An item published meanwhile waits at most one poll period, which
+ * is less than handing the owner word over would take; the cost is the
+ * owner's own call, which returns up to linger_ns later.
+ *
+ * Why: on two cores, an owner that leaves as soon as the bands are empty
+ * is taken back by the next send a few hundred ns later, so the owner
+ * word, and with it the consumer's state, moves between the cores for
+ * almost every message. A lingering owner keeps the word still: the
+ * other producers find OWNER|MISSED and only publish (qps_prio_flag()'s
+ * skip), and the owner reads their cells a burst at a time.
+ *
+ * The protocol is unchanged: lingering only inserts drains before
+ * qps_prio_release(), which still decides whether the owner may leave.
+ * Only the head cells' position words are read (acquire, as in
+ * qps_mpsc_ready()); the drain that follows re-reads them with seq_cst.
+ */
+static bool qps_prio_linger(struct qps_prio *b, int64_t until)
+{
+	int64_t now = qps_prio_now_ns(), look, idle_end;
+	int band;
+
+	if (!b->linger_ns || now >= until)
+		return false;
+	qps_prio_add(&b->lingers, 1);
+	idle_end = now + b->linger_ns;
+	if (idle_end > until)
+		idle_end = until;
+	for (;;) {
+		/*
+		 * Not continuously: a look at the cell a producer is
+		 * filling pulls its line over, and the producer's next
+		 * locked instruction waits for it to come back. The clock
+		 * (vDSO, TSC) touches no shared line.
+		 */
+		look = now + QPS_PRIO_LINGER_POLL_NS;
+		do {
+			qps_prio_relax();
+			now = qps_prio_now_ns();
+		} while (now < look);
+		if (atomic_load_explicit(&b->paused, memory_order_relaxed))
+			return false;
+		for (band = 0; band < QPS_PRIO_BANDS; band++)
+			if (qps_mpsc_ready(&b->ring[band], 0)) {
+				qps_prio_add(&b->linger_hits, 1);
+				return true;
+			}
+		if (now >= idle_end)
+			return false;
+	}
+}
+
 /*
  * Owner: drain until the transmitter can be given up. Returns the items
  * posted. The loop is bounded: each extra round needs an item enqueued
@@ -235,14 +324,23 @@ static bool qps_prio_release(struct qps_prio *b)
  * progress, which no later send has to follow; their producers flag the
  * word and get them drained.
  */
-static uint32_t qps_prio_run(struct qps_prio *b)
+static uint32_t qps_prio_run(struct qps_prio *b, bool contended)
 {
+	int64_t until = 0;
 	uint32_t total = 0;
+	bool stopped;
 
 	do {
-		total += qps_prio_drain(b);
+		if (contended && !until && b->linger_ns)
+			until = qps_prio_now_ns() +
+				QPS_PRIO_LINGER_BUDGET * b->linger_ns;
+		do {
+			total += qps_prio_drain(b, &stopped);
+		} while (until && !stopped && qps_prio_linger(b, until));
 		atomic_store_explicit(&b->backlog, qps_prio_backlog(b),
 				      memory_order_relaxed);
+		/* Releasing failed: a producer flagged us meanwhile. */
+		contended = true;
 	} while (!qps_prio_release(b));
 	return total;
 }
@@ -269,11 +367,12 @@ int qps_prio_slow_owner(struct qps_prio *b, unsigned int band, void *item,
 			uint32_t bytes)
 {
 	int ret = qps_prio_push(b, (int)band, item, bytes, false);
+	bool stopped;
 
 	/* Full: we are the transmitter, make room first. */
-	if (ret == -EAGAIN && qps_prio_drain(b))
+	if (ret == -EAGAIN && qps_prio_drain(b, &stopped))
 		ret = qps_prio_push(b, (int)band, item, bytes, false);
-	qps_prio_run(b);
+	qps_prio_run(b, false);
 	return ret;
 }
 
@@ -286,8 +385,10 @@ int qps_prio_slow_queue(struct qps_prio *b, unsigned int band, void *item,
 	bool sc = s == (QPS_PRIO_OWNER | QPS_PRIO_MISSED);
 	int ret = qps_prio_push(b, (int)band, item, bytes, sc);
 
+	/* We found the word busy, then took it: the previous owner had just
+	 * left, another sender is active. */
 	if (ret == 0 && qps_prio_flag(b, sc))
-		qps_prio_run(b);
+		qps_prio_run(b, true);
 	return ret;
 }
 
@@ -296,7 +397,7 @@ int qps_prio_slow_queue(struct qps_prio *b, unsigned int band, void *item,
 int qps_prio_slow_finish(struct qps_prio *b)
 {
 	if (!qps_prio_release(b))
-		qps_prio_run(b);
+		qps_prio_run(b, true);
 	return 0;
 }
 
@@ -311,14 +412,6 @@ int qps_prio_slow_drop(struct qps_prio *b, unsigned int band)
 {
 	atomic_fetch_add_explicit(&b->drops[band], 1, memory_order_relaxed);
 	return -EAGAIN;
-}
-
-static int64_t qps_prio_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 int qps_prio_enqueue_wait(struct qps_prio *b, void *item, unsigned int prio,
@@ -348,7 +441,7 @@ int qps_prio_kick(struct qps_prio *b)
 {
 	if (!qps_prio_flag(b, false))
 		return 0;
-	return (int)qps_prio_run(b);
+	return (int)qps_prio_run(b, false);
 }
 
 int qps_prio_pause(struct qps_prio *b)
@@ -407,6 +500,9 @@ int qps_prio_stats(const struct qps_prio *b, struct qps_prio_stats *st)
 	st->bursts = atomic_load_explicit(&b->bursts, memory_order_relaxed);
 	st->redrains = atomic_load_explicit(&b->redrains, memory_order_relaxed);
 	st->stalls = atomic_load_explicit(&b->stalls, memory_order_relaxed);
+	st->lingers = atomic_load_explicit(&b->lingers, memory_order_relaxed);
+	st->linger_hits = atomic_load_explicit(&b->linger_hits,
+					       memory_order_relaxed);
 	st->last_err = atomic_load_explicit(&b->last_err, memory_order_relaxed);
 	return 0;
 }

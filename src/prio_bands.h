@@ -9,8 +9,9 @@
  * directly (bypass); otherwise the item goes to its band's ring and
  * whichever thread owns the flag posts it. The owner drains band 0 first,
  * in bursts, through the post callback, and before giving the flag up makes
- * sure no producer enqueued behind its back (the "missed" flag). No thread
- * ever waits for another.
+ * sure no producer enqueued behind its back (the "missed" flag). An owner
+ * that has met another producer lingers a little for more before leaving.
+ * No thread ever waits for another.
  */
 #ifndef QPS_PRIO_BANDS_H
 #define QPS_PRIO_BANDS_H
@@ -28,6 +29,16 @@
 #define QPS_PRIO_DEFAULT_DEPTH 256
 #define QPS_PRIO_DEFAULT_BURST 32
 #define QPS_PRIO_BURST_MAX 64
+/* How long a contended owner keeps polling the bands for another item
+ * before it gives the transmitter up (qps_prio_cfg.linger_ns); the
+ * maximum is for tests on loaded machines, not for use. */
+#define QPS_PRIO_DEFAULT_LINGER_NS 2000
+#define QPS_PRIO_LINGER_MAX_NS 20000000
+/* A lingering owner looks at the bands this often, and lingers at most
+ * this many times linger_ns in all per run (then it only drains until it
+ * can leave): 50 us by default. */
+#define QPS_PRIO_LINGER_POLL_NS 500
+#define QPS_PRIO_LINGER_BUDGET 25
 
 /* Linux's prio2band (sch_generic.c): band 0 is served first. */
 extern const uint8_t qps_prio2band[QPS_PRIO_MAX + 1];
@@ -54,6 +65,11 @@ struct qps_prio_cfg {
 	 * completions here); a negative return ends the wait with it.
 	 * NULL = sched_yield(). */
 	int (*idle)(void *arg);
+	/* Once other producers are seen (a redrain), the owner polls the
+	 * bands for up to this many ns without a new item before leaving,
+	 * posting what arrives within a poll period: 0 = default, < 0 =
+	 * never linger, at most QPS_PRIO_LINGER_MAX_NS. */
+	int32_t linger_ns;
 };
 
 struct qps_prio_band_stats {
@@ -71,6 +87,8 @@ struct qps_prio_stats {
 	uint64_t bursts;	/* post calls made from the rings */
 	uint64_t redrains;	/* owner re-drained for a missed producer */
 	uint64_t stalls;	/* posts that took fewer items than offered */
+	uint64_t lingers;	/* times a contended owner polled for more */
+	uint64_t linger_hits;	/* ... and found an item it then posted */
 	int last_err;		/* last -errno a post returned, 0 if none */
 };
 
@@ -91,6 +109,7 @@ struct qps_prio {
 	void *arg;
 	int (*idle)(void *arg);
 	uint32_t burst;
+	int64_t linger_ns;		/* 0: never linger */
 	_Atomic bool paused;
 	void (*release_hook)(void *arg);
 	void *release_hook_arg;
@@ -107,6 +126,8 @@ struct qps_prio {
 	_Atomic uint64_t bursts;
 	_Atomic uint64_t redrains;
 	_Atomic uint64_t stalls;
+	_Atomic uint64_t lingers;
+	_Atomic uint64_t linger_hits;
 	_Atomic int last_err;
 
 	/* Producers, only when a band is full (cold: atomic add). */

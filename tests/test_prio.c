@@ -12,6 +12,7 @@
  * QPS_TEST_PRIO_MSGS sets the messages per producer of the concurrency
  * tests (default below).
  */
+#define _GNU_SOURCE
 #include "t_util.h"
 
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mpsc_ring.h"
 #include "prio_bands.h"
@@ -425,6 +427,12 @@ static void test_create(void)
 	cfg.depth[1] = 100;
 	EQ(qps_prio_create(&cfg, &b), -EINVAL);
 	cfg.depth[1] = 0;
+	cfg.linger_ns = QPS_PRIO_LINGER_MAX_NS + 1;
+	EQ(qps_prio_create(&cfg, &b), -EINVAL);
+	cfg.linger_ns = -1;		/* never linger */
+	EQ(qps_prio_create(&cfg, &b), 0);
+	qps_prio_destroy(b);
+	cfg.linger_ns = 0;
 	EQ(qps_prio_create(&cfg, &b), 0);
 	CU_ASSERT(b != NULL);
 	qps_prio_destroy(b);
@@ -452,6 +460,8 @@ static void test_bypass(void)
 	EQ(st.band[0].enqueued + st.band[2].enqueued, 0);
 	EQ(st.band[0].bytes + st.band[2].bytes, 0);
 	EQ(st.bursts, 0);
+	/* Nobody else sending: the owner never lingers. */
+	EQ(st.lingers, 0);
 	qps_prio_destroy(b);
 }
 
@@ -982,6 +992,175 @@ static void test_stranding_jitter(void)
 	free(s.seen);
 }
 
+/* ------------------------------------------------------------------ */
+/* The lingering owner: once another producer is seen, the owner keeps   */
+/* polling and posts what arrives before it returns, without delaying.   */
+
+struct lingering {
+	struct qps_prio *b;
+	struct sink *s;
+	pthread_t owner;
+	bool armed;			/* owner thread only */
+	_Atomic uint32_t window;	/* iteration whose window is open */
+	_Atomic uint32_t done;		/* iteration: first item in */
+	_Atomic uint32_t done2;		/* ... second send returned */
+	_Atomic bool stop;
+	uint64_t errors;
+};
+
+/* Each handshake of these tests passes through sched_yield() loops of
+ * two pinned threads; on 2 cores with a load average of 20 that alone
+ * took over 2 s now and then. */
+#define T_LINGER_WAIT_NS (5 * T_WAIT_NS)
+#define T_LINGER_ITERS 200u	/* at most, with lingering */
+#define T_LINGER_HITS 5u	/* ... stopping after this many caught */
+
+/* Run on CPU @cpu (of 2 or more), so the two threads of a test can run
+ * side by side; best effort. */
+static void pin_self(int cpu)
+{
+	cpu_set_t set;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* In the owner's release window: have the other thread queue one item,
+ * so that the release fails and the owner runs contended. */
+static void linger_hook(void *arg)
+{
+	struct lingering *l = arg;
+	uint32_t it;
+	int64_t deadline;
+
+	if (!pthread_equal(pthread_self(), l->owner) || !l->armed)
+		return;
+	l->armed = false;
+	it = atomic_load(&l->window) + 1;
+	atomic_store(&l->window, it);
+	deadline = now_ns() + T_LINGER_WAIT_NS;
+	while (atomic_load(&l->done) != it && now_ns() < deadline)
+		sched_yield();
+}
+
+/* Per iteration: one item inside the owner's window, then a second one
+ * as soon as the owner has posted the first (it is lingering by then). */
+static void *linger_producer(void *arg)
+{
+	struct lingering *l = arg;
+	uint32_t it;
+	int64_t deadline;
+
+	pin_self(1);
+
+	for (it = 1;; it++) {
+		deadline = now_ns() + T_LINGER_WAIT_NS;
+		while (atomic_load(&l->window) != it) {
+			if (atomic_load(&l->stop) || now_ns() > deadline)
+				return NULL;
+			sched_yield();
+		}
+		if (qps_prio_enqueue(l->b, mk(6, 1, 2 * it), 6, 1))
+			l->errors++;
+		atomic_store(&l->done, it);
+		/* Spin, no yield: the owner lingers for a bounded time. */
+		while (atomic_load(&l->s->posted) < 3 * it - 1 &&
+		       now_ns() < deadline)
+			;
+		if (qps_prio_enqueue(l->b, mk(6, 1, 2 * it + 1), 6, 1))
+			l->errors++;
+		atomic_store(&l->done2, it);
+	}
+	return NULL;
+}
+
+static void linger_case(int32_t linger_ns)
+{
+	static struct sink s;
+	static struct lingering l;
+	struct qps_prio_cfg cfg = { .post = sink_post, .arg = &s,
+				    .depth = { 16, 16, 16 },
+				    .linger_ns = linger_ns };
+	struct qps_prio_stats st;
+	uint32_t iters = linger_ns < 0 ? 20 : T_LINGER_ITERS, it;
+	uint64_t hits = 0, in_call = 0, prev;
+	int64_t deadline;
+	cpu_set_t cpus;
+	pthread_t th;
+
+	sink_reset(&s);
+	memset(&l, 0, sizeof(l));
+	l.s = &s;
+	EQ(qps_prio_create(&cfg, &l.b), 0);
+	CU_ASSERT_FATAL(l.b != NULL);
+	l.owner = pthread_self();
+	CU_ASSERT_FATAL(pthread_getaffinity_np(l.owner, sizeof(cpus),
+					       &cpus) == 0);
+	pin_self(0);
+	qps_prio_set_release_hook(l.b, linger_hook, &l);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, linger_producer, &l) == 0);
+	for (it = 1; it <= iters && hits < T_LINGER_HITS; it++) {
+		qps_prio_stats(l.b, &st);
+		prev = st.linger_hits;
+		l.armed = true;
+		EQ(qps_prio_enqueue(l.b, mk(1, 0, it), 1, 1), 0);
+		/* Posted inside our call: by our lingering, not a new owner. */
+		if (atomic_load(&s.posted) == 3 * it)
+			in_call++;
+		qps_prio_stats(l.b, &st);
+		hits += st.linger_hits > prev;
+		/*
+		 * Once both calls have returned, every item is out, lingering
+		 * or not: whoever owned the bands last drained them. Waiting
+		 * for the other call also keeps it from still owning the
+		 * bands when our next send starts (ours would then queue and
+		 * never reach the hook).
+		 */
+		deadline = now_ns() + T_LINGER_WAIT_NS;
+		while (atomic_load(&l.done2) != it && now_ns() < deadline)
+			sched_yield();
+		EQ(atomic_load(&l.done2), it);
+		EQ(atomic_load(&s.posted), 3 * it);
+		if (atomic_load(&l.done2) != it)
+			break;
+	}
+	atomic_store(&l.stop, true);
+	pthread_join(th, NULL);
+	pthread_setaffinity_np(l.owner, sizeof(cpus), &cpus);
+	EQ(l.errors, 0);
+	qps_prio_stats(l.b, &st);
+	EQ(qps_prio_pending(l.b), 0);
+	if (linger_ns < 0) {
+		EQ(st.lingers, 0);
+		EQ(st.linger_hits, 0);
+	} else {
+		/* A loaded machine may keep the other thread off a core for
+		 * the whole linger now and then; not every time. */
+		EQ(hits, T_LINGER_HITS);
+		CU_ASSERT(in_call >= hits);
+		CU_ASSERT(st.lingers >= st.linger_hits);
+		printf("\n    linger %d ns: %llu of %u rounds caught "
+		       "lingering ", linger_ns, (unsigned long long)hits,
+		       it - 1);
+	}
+	qps_prio_destroy(l.b);
+}
+
+/* The longest linger: long enough to outlast a time slice of the other
+ * thread's CPU given to other work on a loaded machine. */
+static void test_linger(void)
+{
+	linger_case(QPS_PRIO_LINGER_MAX_NS);
+}
+
+static void test_linger_off(void)
+{
+	linger_case(-1);
+}
+
 static CU_TestInfo tests[] = {
 	{ "ring: init arguments", test_ring_init },
 	{ "ring: full and empty", test_ring_full_empty },
@@ -1002,6 +1181,8 @@ static CU_TestInfo tests[] = {
 	{ "bands: 4 producers, no loss, order", test_concurrent_4 },
 	{ "bands: stranding race, held window", test_stranding_window },
 	{ "bands: stranding race, jitter", test_stranding_jitter },
+	{ "bands: contended owner lingers, posts at once", test_linger },
+	{ "bands: lingering off", test_linger_off },
 	CU_TEST_INFO_NULL,
 };
 
