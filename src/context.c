@@ -17,6 +17,11 @@ _Static_assert(QPS_TX_POLICY_HASH == (int)QPS_TXQ_POLICY_HASH &&
 	       QPS_TX_POLICY_CPU == (int)QPS_TXQ_POLICY_CPU &&
 	       QPS_TX_POLICY_THREAD == (int)QPS_TXQ_POLICY_THREAD,
 	       "public and internal pick policies agree");
+_Static_assert(sizeof(((struct qps_ctx_info *)0)->provider) ==
+	       sizeof(((struct qps_ctx *)0)->provider) &&
+	       sizeof(((struct qps_ctx_info *)0)->dev) ==
+	       sizeof(((struct qps_dev_info *)0)->name),
+	       "qps_ctx_query copies these names whole");
 
 static const char *qps_pick_provider(const struct qps_ctx_attr *attr)
 {
@@ -43,7 +48,7 @@ static int qps_depth(const struct qps_ctx_attr *attr, uint64_t bit,
 	return 0;
 }
 
-int qps_ctx_check(struct qps_ctx *ctx)
+int qps_ctx_check(const struct qps_ctx *ctx)
 {
 	return ctx ? 0 : -EINVAL;
 }
@@ -62,7 +67,7 @@ static int qps_ctx_tx_path(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 			path = QPS_TX_PATH_GENERIC;
 		else if (!strcmp(env, "direct"))
 			path = QPS_TX_PATH_DIRECT;
-		else if (strcmp(env, "auto"))
+		else if (strcmp(env, "auto") != 0)
 			return -EINVAL;
 	}
 	if (path > QPS_TX_PATH_DIRECT)
@@ -198,7 +203,9 @@ static int qps_ctx_open_dev(struct qps_ctx *ctx, const struct qps_ctx_attr *attr
 		);
 		return ret;
 	}
-	snprintf(ctx->provider, sizeof(ctx->provider), "%s", ctx->ops->name);
+	/* Cannot truncate: qps_provider_fill admits only names that fit. */
+	(void)snprintf(ctx->provider, sizeof(ctx->provider), "%s",
+		       ctx->ops->name);
 
 	memset(&da, 0, sizeof(da));
 	if (attr && (attr->comp_mask & QPS_CTX_ATTR_DEV))
@@ -387,8 +394,9 @@ int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)
 	if (!info)
 		return -EFAULT;
 	memset(info, 0, sizeof(*info));
-	snprintf(info->provider, sizeof(info->provider), "%s", ctx->provider);
-	snprintf(info->dev, sizeof(info->dev), "%s", ctx->info.name);
+	/* Both copied whole: the arrays have the same sizes (asserted). */
+	memcpy(info->provider, ctx->provider, sizeof(info->provider));
+	memcpy(info->dev, ctx->info.name, sizeof(info->dev));
 	memcpy(info->mac, ctx->info.mac, 6);
 	info->addr = ctx->info.addr;
 	info->mtu = ctx->info.mtu;
@@ -401,10 +409,11 @@ int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)
 /* The send queues' counters, each read under its own lock. */
 static void qps_ctx_stats_sq(struct qps_ctx *ctx, struct qps_stats *all)
 {
-	struct qps_sq_stats s;
 	uint32_t i;
 
 	for (i = 0; i < ctx->nsq; i++) {
+		struct qps_sq_stats s;
+
 		pthread_mutex_lock(&ctx->sq[i].lock);
 		s = ctx->sq[i].st;
 		pthread_mutex_unlock(&ctx->sq[i].lock);

@@ -46,18 +46,18 @@ void qps_epoch_exit(struct qps_epoch *e)
 
 void qps_epoch_sync(struct qps_epoch *e, unsigned int n)
 {
-	unsigned int i, spins;
-	uint32_t s;
+	unsigned int i;
 
 	for (i = 0; i < n; i++) {
 		/* Seq-cst: after the writer's seq-cst unlink stores; pairs
 		 * with the store in qps_epoch_enter(). An even value was
 		 * stored by qps_epoch_exit() (release), so it also acquires
 		 * that section's reads. */
-		s = __atomic_load_n(&e[i].seq, __ATOMIC_SEQ_CST);
+		uint32_t s = __atomic_load_n(&e[i].seq, __ATOMIC_SEQ_CST);
+		unsigned int spins = 0;
+
 		if (!(s & 1))
 			continue;
-		spins = 0;
 		/* Acquire: pairs with the release in qps_epoch_exit(). */
 		while (__atomic_load_n(&e[i].seq, __ATOMIC_ACQUIRE) == s) {
 			if (++spins < 128)
@@ -70,14 +70,12 @@ void qps_epoch_sync(struct qps_epoch *e, unsigned int n)
 
 void qps_retire(struct qps_ctx *ctx, void *p)
 {
-	void **np;
-	uint32_t cap;
-
 	if (!p)
 		return;
 	if (ctx->retired_n == ctx->retired_cap) {
-		cap = ctx->retired_cap ? ctx->retired_cap * 2 : 16;
-		np = realloc(ctx->retired, cap * sizeof(*np));
+		uint32_t cap = ctx->retired_cap ? ctx->retired_cap * 2 : 16;
+		void **np = realloc(ctx->retired, cap * sizeof(*np));
+
 		if (!np) {
 			/* No room to defer: wait here. @p was unlinked before
 			 * this call, so this grace period covers it too. */

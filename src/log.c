@@ -15,7 +15,9 @@ static void qps_vlog(const char *fmt, va_list ap)
 {
 	char line[512];
 
-	vsnprintf(line, sizeof(line), fmt, ap);
+	/* Formatted first so that the line reaches stderr in one write,
+	 * whole among other threads' lines; a longer one is cut. */
+	(void)vsnprintf(line, sizeof(line), fmt, ap);
 	fprintf(stderr, "qpsock: %s\n", line);
 }
 
@@ -33,7 +35,7 @@ void qps_log_dbg(const char *fmt, ...)
 	const char *lvl = getenv("QPS_LOG");
 	va_list ap;
 
-	if (!lvl || strcmp(lvl, "debug"))
+	if (!lvl || strcmp(lvl, "debug") != 0)
 		return;
 	va_start(ap, fmt);
 	qps_vlog(fmt, ap);

@@ -44,11 +44,11 @@ struct qps_mc_rule *qps_mc_lookup(const struct qps_mc_tab *t, uint32_t group,
 				  uint16_t port)
 {
 	uint32_t i = qps_mc_hash(group, port) & t->mask;
-	struct qps_mc_rule *r;
 
 	for (;; i = (i + 1) & t->mask) {
 		/* Pairs with QPS_RCU_STORE of the slot by a writer. */
-		r = QPS_RCU_LOAD(t->slot[i]);
+		struct qps_mc_rule *r = QPS_RCU_LOAD(t->slot[i]);
+
 		if (!r)
 			return NULL;
 		if (r != QPS_MC_TOMB && r->group == group && r->port == port)
@@ -76,6 +76,8 @@ static struct qps_mc_tab *qps_mc_tab_new(uint32_t nslots)
 {
 	struct qps_mc_tab *t;
 
+	/* slot[] holds pointers: sizeof(slot[0]) is right (a false positive
+	 * of clang-tidy 14). NOLINTNEXTLINE(bugprone-sizeof-expression) */
 	t = calloc(1, sizeof(*t) + (size_t)nslots * sizeof(t->slot[0]));
 	if (t)
 		t->mask = nslots - 1;
@@ -87,10 +89,10 @@ static int64_t qps_mc_find(const struct qps_mc_tab *t, uint32_t group,
 			   uint16_t port)
 {
 	uint32_t i = qps_mc_hash(group, port) & t->mask;
-	const struct qps_mc_rule *r;
 
 	for (;; i = (i + 1) & t->mask) {
-		r = t->slot[i];
+		const struct qps_mc_rule *r = t->slot[i];
+
 		if (!r)
 			return -1;
 		if (r != QPS_MC_TOMB && r->group == group && r->port == port)
@@ -188,10 +190,10 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 	uint16_t port = ep->local.sin_port;
 	struct qps_mc_rule *old, *r;
 	int64_t idx = qps_mc_find(ctx->mc_tab, group, port);
-	int ret;
 
 	if (idx < 0) {
-		ret = qps_mc_tab_reserve(ctx);
+		int ret = qps_mc_tab_reserve(ctx);
+
 		if (ret < 0)
 			return ret;
 		r = qps_mc_rule_new(1);

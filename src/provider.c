@@ -12,6 +12,11 @@
 #include <pthread.h>
 #include <string.h>
 
+#include <qpsock/qpsock.h>
+
+/* A provider's name is reported whole in struct qps_ctx_info. */
+#define QPS_PROVIDER_NAME_MAX sizeof(((struct qps_ctx_info *)0)->provider)
+
 /* Every field after @name is an op of pointer size; a new op must get a
  * stub in qps_provider_fill, and this count must change with it. */
 #define QPS_PROVIDER_NUM_OPS 31
@@ -230,7 +235,8 @@ int qps_provider_fill(const struct qps_provider_ops *raw,
 
 	if (!raw || !out)
 		return -EINVAL;
-	if (raw->size < offsetof(struct qps_provider_ops, open) || !raw->name)
+	if (raw->size < offsetof(struct qps_provider_ops, open) || !raw->name ||
+	    strnlen(raw->name, QPS_PROVIDER_NAME_MAX) == QPS_PROVIDER_NAME_MAX)
 		return -EINVAL;
 
 	n = raw->size < sizeof(*out) ? raw->size : sizeof(*out);
@@ -318,7 +324,7 @@ int qps_provider_find(const char *name, const struct qps_provider_ops **ops)
 	for (i = 0; i < QPS_NUM_PROVIDERS; i++) {
 		/* A table that fails to fill is a build bug; hide it rather
 		 * than hand out NULL ops. */
-		if (qps_filled_err[i] || strcmp(qps_filled[i].name, name))
+		if (qps_filled_err[i] || strcmp(qps_filled[i].name, name) != 0)
 			continue;
 		*ops = &qps_filled[i];
 		return 0;

@@ -43,6 +43,8 @@
  * The API never changes the caller's errno, but the syscalls underneath
  * (eventfd, poll, shm_open, sendto...) do. Every public entry point starts
  * with QPS_ERRNO_GUARD; the cleanup handler puts errno back on return.
+ * Only that handler reads the variable: "unused" says so to the tools
+ * (cppcheck) that do not model cleanup handlers.
  */
 static inline void qps_errno_restore(const int *saved)
 {
@@ -50,7 +52,8 @@ static inline void qps_errno_restore(const int *saved)
 }
 
 #define QPS_ERRNO_GUARD \
-	const int qps_saved_errno __attribute__((cleanup(qps_errno_restore))) = errno
+	const int qps_saved_errno \
+		__attribute__((cleanup(qps_errno_restore), unused)) = errno
 
 /* A MAC address in the low 48 bits of a word, so that it can be loaded and
  * stored whole (struct qps_ep peer_mac48). */
@@ -268,7 +271,7 @@ struct qps_ctx {
 };
 
 /* context.c */
-int qps_ctx_check(struct qps_ctx *ctx);
+int qps_ctx_check(const struct qps_ctx *ctx);
 
 /* endpoint.c */
 int qps_ep_check(struct qps_ep *ep);

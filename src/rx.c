@@ -366,7 +366,8 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 	struct qps_ctx *ctx = ep->ctx;
 	uint32_t pos = ep->rxq_head;
 	struct qps_rxd d = ep->rxq[pos];
-	size_t n = d.len < o->len ? d.len : o->len;
+	bool trunc = o->len < d.len;
+	size_t n = trunc ? o->len : d.len;
 	struct qps_rxmsg *m = o->msg;
 	struct sockaddr_in sin;
 
@@ -383,7 +384,7 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 	}
 	if (m) {
 		m->src = sin;
-		m->flags = n < d.len ? QPS_RXMSG_TRUNC : 0;
+		m->flags = trunc ? QPS_RXMSG_TRUNC : 0;
 		memset(&m->dst, 0, sizeof(m->dst));
 		m->ifindex = 0;
 		m->ts_ns = 0;
@@ -395,7 +396,7 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 		}
 	}
 	if (!(flags & QPS_MSG_PEEK)) {
-		if (n < d.len)
+		if (trunc)
 			ctx->st.rx_truncated++;
 		ep->rxq_head = (ep->rxq_head + 1) % ep->rxq_cap;
 		if (--ep->rxq_count == 0)
@@ -422,13 +423,14 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 	struct pollfd pfd;
 	ssize_t ret;
 	bool dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
-	int64_t left;
-	int timeout;
+	/* Read once: the deadline and its checks must agree even if the
+	 * option changes while we wait. */
+	int tmo = ep->rcvtimeo_ms;
 
-	if (ep->rcvtimeo_ms) {
+	if (tmo) {
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		deadline.tv_sec += ep->rcvtimeo_ms / 1000;
-		deadline.tv_nsec += (long)(ep->rcvtimeo_ms % 1000) * 1000000;
+		deadline.tv_sec += tmo / 1000;
+		deadline.tv_nsec += (long)(tmo % 1000) * 1000000;
 		if (deadline.tv_nsec >= 1000000000) {
 			deadline.tv_sec++;
 			deadline.tv_nsec -= 1000000000;
@@ -436,6 +438,8 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 	}
 
 	for (;;) {
+		int timeout = -1;
+
 		/* A postponed doorbell must not wait for our sleep. */
 		qps_tx_poll(ctx, QPS_TXF_POLL);
 
@@ -464,9 +468,9 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 		if (ret != -EAGAIN || dontwait)
 			return ret;
 
-		timeout = -1;
-		if (ep->rcvtimeo_ms) {
-			left = qps_ms_left(&deadline);
+		if (tmo) {
+			int64_t left = qps_ms_left(&deadline);
+
 			if (left <= 0)
 				return -ETIMEDOUT;
 			timeout = (int)left;

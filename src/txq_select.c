@@ -104,12 +104,12 @@ static uint32_t qps_txq_shard_assign(void)
 void qps_txq_count_slow(struct qps_txq_sel *sel, enum qps_txq_ctr c)
 {
 	uint32_t v = qps_txq_tls_shard;
-	_Atomic uint64_t *p;
 
 	if (v == 0)
 		v = qps_txq_shard_assign();
 	if (v - 1 < sel->nshards) {
-		p = &sel->shards[v - 1].c[c];
+		_Atomic uint64_t *p = &sel->shards[v - 1].c[c];
+
 		atomic_store_explicit(p, atomic_load_explicit(p,
 				      memory_order_relaxed) + 1,
 				      memory_order_relaxed);
@@ -201,10 +201,11 @@ static bool qps_txq_key_even(uint64_t k)
 static void qps_txq_keys(struct qps_txq_sel *sel, uint32_t seed)
 {
 	uint64_t w = (uint64_t)seed << 32 | seed;
-	uint64_t k;
 	unsigned int i = 0;
 
 	while (i < 4) {
+		uint64_t k;
+
 		w += 0x9e3779b97f4a7c15ull;
 		k = w;
 		k = (k ^ (k >> 31)) * 0xbb67ae8584caa73bull; /* frac(sqrt 3) */
@@ -308,7 +309,7 @@ int qps_txq_default_nqp(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	int q = 1;
 
-	while (q < 8 && q * 2 <= n)
+	while (q < 8 && q <= n / 2)
 		q *= 2;
 	return q;
 }
@@ -405,7 +406,7 @@ int qps_txq_pick_flow_held(struct qps_txq_sel *sel, uint32_t hash,
 {
 	_Atomic uint64_t *slot = &sel->flows[hash & sel->flow_mask];
 	uint32_t want = qps_txq_policy(sel, hash);
-	uint32_t cur, base;
+	uint32_t cur;
 	uint64_t e;
 
 	if (held)
@@ -419,6 +420,8 @@ int qps_txq_pick_flow_held(struct qps_txq_sel *sel, uint32_t hash,
 	 */
 	e = atomic_load_explicit(slot, memory_order_relaxed);
 	for (;;) {
+		uint32_t base;
+
 		cur = qps_txq_ent_qp(e);
 		if (cur == want)
 			return (int)want;

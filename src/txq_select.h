@@ -198,10 +198,10 @@ void qps_txq_count_slow(struct qps_txq_sel *sel, enum qps_txq_ctr c);
 static inline void qps_txq_count(struct qps_txq_sel *sel, enum qps_txq_ctr c)
 {
 	uint32_t i = qps_txq_tls_shard - 1;
-	_Atomic uint64_t *p;
 
 	if (__builtin_expect(i < sel->nshards, 1)) {
-		p = &sel->shards[i].c[c];
+		_Atomic uint64_t *p = &sel->shards[i].c[c];
+
 		atomic_store_explicit(p, atomic_load_explicit(p,
 				      memory_order_relaxed) + 1,
 				      memory_order_relaxed);

@@ -216,6 +216,12 @@ static void test_fill_invalid(void)
 	CU_ASSERT_EQUAL(qps_provider_fill(&raw, &out), -EINVAL);
 	CU_ASSERT_EQUAL(qps_provider_fill(NULL, &out), -EINVAL);
 	CU_ASSERT_EQUAL(qps_provider_fill(&raw, NULL), -EINVAL);
+	/* qps_ctx_query reports the name whole: 15 characters fit. */
+	raw.size = sizeof(raw);
+	raw.name = "0123456789abcdef";
+	CU_ASSERT_EQUAL(qps_provider_fill(&raw, &out), -EINVAL);
+	raw.name = "0123456789abcde";
+	CU_ASSERT_EQUAL(qps_provider_fill(&raw, &out), 0);
 }
 
 /* Without RDMA hardware (the usual test machine) open fails with -ENODEV
@@ -234,10 +240,9 @@ static void test_verbs_open(void)
 	}
 	CU_ASSERT_EQUAL_FATAL(ret, 0);
 	check_no_null_op(ops);
-	/* Not implemented yet: a stub, not a crash. */
-	CU_ASSERT_EQUAL(ops->mcast_attach(NULL, (struct in_addr){ 0 },
-					  (struct in_addr){ 0 }),
-			-EOPNOTSUPP);
+	/* An op verbs leaves unset (no special receive memory): a stub,
+	 * not a crash. */
+	CU_ASSERT_EQUAL(ops->alloc_buf(NULL, 0, NULL), -EOPNOTSUPP);
 
 	ret = ops->open(NULL, &dev);
 	CU_ASSERT(ret == 0 || ret == -ENODEV);
