@@ -182,7 +182,7 @@ static void neigh_event(struct qps_nl_route *r, struct nlmsghdr *nlh)
 	}
 	if (nlh->nlmsg_type == RTM_DELNEIGH ||
 	    !(rtnl_neigh_get_state(n) & NL_NUD_VALID) || !lladdr_mac(n, mac) ||
-	    memcmp(mac, e->mac, 6))
+	    memcmp(mac, e->mac, 6) != 0)
 		reset_all(r);
 out:
 	rtnl_neigh_put(n);
@@ -247,8 +247,12 @@ int qps_nl_route_open(struct qps_nl_route *r, int ifindex, const char *ifname,
 	const char *env = resolve_env ? getenv(resolve_env) : NULL;
 	int ret;
 
+	/* SO_BINDTODEVICE takes the name: a truncated one is another
+	 * interface, or none. */
+	ret = snprintf(r->ifname, sizeof(r->ifname), "%s", ifname);
+	if (ret < 0 || (size_t)ret >= sizeof(r->ifname))
+		return -ENAMETOOLONG;
 	r->ifindex = ifindex;
-	snprintf(r->ifname, sizeof(r->ifname), "%s", ifname);
 	r->tag = tag;
 	r->gen = 1;
 	r->resolve_ms = QPS_NL_RESOLVE_MS;
@@ -448,8 +452,9 @@ static void neigh_trigger(struct qps_nl_route *r, uint32_t nh)
 	 * source address, send() needs the neighbour and starts ARP. */
 	(void)setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, r->ifname,
 			 (socklen_t)strlen(r->ifname));
+	/* An empty datagram: any buffer will do, none is read. */
 	if (!connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
-		(void)send(fd, NULL, 0, MSG_DONTWAIT);
+		(void)send(fd, &nh, 0, MSG_DONTWAIT);
 	close(fd);
 }
 
@@ -462,10 +467,10 @@ static int neigh_wait(struct qps_nl_route *r, uint32_t nh,
 	bool triggered = false, incomplete = false;
 	struct neigh_reply nr;
 	char buf[INET_ADDRSTRLEN];
-	int ret;
 
 	for (;;) {
-		ret = neigh_get(r, nh, &nr);
+		int ret = neigh_get(r, nh, &nr);
+
 		if (ret < 0)
 			return ret;
 		if ((nr.state & NL_NUD_VALID) && nr.has_mac) {
@@ -496,7 +501,6 @@ static int local_mac(const struct qps_nl_route *r, struct in_addr dst,
 		     uint8_t mac[6])
 {
 	struct ifaddrs *ifa, *it;
-	char buf[INET_ADDRSTRLEN];
 	struct ifreq ifr;
 	int ret = -EHOSTUNREACH, fd;
 
@@ -508,8 +512,13 @@ static int local_mac(const struct qps_nl_route *r, struct in_addr dst,
 
 		if (sin && sin->sin_family == AF_INET &&
 		    sin->sin_addr.s_addr == dst.s_addr) {
-			snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s",
-				 it->ifa_name);
+			int n = snprintf(ifr.ifr_name, sizeof(ifr.ifr_name),
+					 "%s", it->ifa_name);
+
+			/* The kernel's names fit; one that did not would
+			 * name another netdev: none then. */
+			if (n < 0 || (size_t)n >= sizeof(ifr.ifr_name))
+				ifr.ifr_name[0] = '\0';
 			break;
 		}
 	}
@@ -522,9 +531,12 @@ static int local_mac(const struct qps_nl_route *r, struct in_addr dst,
 	}
 	if (fd >= 0)
 		close(fd);
-	if (ret)
+	if (ret) {
+		char buf[INET_ADDRSTRLEN];
+
 		nl_log(r, "%s is an address of this host, not on an Ethernet "
 		       "netdev", inet_ntop(AF_INET, &dst, buf, sizeof(buf)));
+	}
 	return ret;
 }
 

@@ -54,8 +54,9 @@ struct qps_nl_route {
 /*
  * qps_nl_route_open - connect the query and event sockets for the netdev
  * @ifindex/@ifname; @resolve_env names an environment variable that
- * overrides QPS_NL_RESOLVE_MS (NULL: none). 0 or -errno; on failure
- * qps_nl_route_close() releases what was set up.
+ * overrides QPS_NL_RESOLVE_MS (NULL: none). 0 or -errno (-ENAMETOOLONG:
+ * @ifname does not fit IF_NAMESIZE); on failure qps_nl_route_close()
+ * releases what was set up.
  */
 int qps_nl_route_open(struct qps_nl_route *r, int ifindex, const char *ifname,
 		      const char *tag, const char *resolve_env);
