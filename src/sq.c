@@ -102,9 +102,11 @@ int qps_sqs_create(struct qps_ctx *ctx)
 	len = (len + 4095) & ~(size_t)4095;
 	ctx->tx_buf = aligned_alloc(4096, len);
 	ctx->sq = aligned_alloc(QPS_CACHELINE, ctx->nsq * sizeof(*ctx->sq));
+	/* Zeroed before any return: teardown walks ctx->sq. */
+	if (ctx->sq)
+		memset(ctx->sq, 0, ctx->nsq * sizeof(*ctx->sq));
 	if (!ctx->tx_buf || !ctx->sq)
 		return -ENOMEM;
-	memset(ctx->sq, 0, ctx->nsq * sizeof(*ctx->sq));
 	ret = ctx->ops->reg_mr(ctx->dev, ctx->tx_buf, len, &ctx->tx_mr);
 	if (ret < 0)
 		return ret;

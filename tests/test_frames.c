@@ -233,7 +233,7 @@ static void test_max_size(void)
 
 static void test_ttl_tos(void)
 {
-	uint8_t f[QPS_HDRS_LEN + 4];
+	uint8_t f[QPS_HDRS_LEN + 4] = { 0 };	/* payload: checksummed */
 	struct qps_frame_hdr h = t_hdr();
 	struct qps_frame_info info;
 

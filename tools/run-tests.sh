@@ -5,6 +5,8 @@
 # run-tests.sh - everything CI checks, in order:
 #   deps        tools/install-deps.sh
 #   headers     tools/check-headers.sh (C and C++, version script vs header)
+#   static      tools/run-static.sh build-static (cppcheck + clang-tidy on
+#               src/ and providers/; fails on any finding)
 #   build       tools/build.sh build (-Werror)
 #   symbols     libqpsock.so exports exactly the header's functions
 #   ctest       ctest --output-on-failure in build
@@ -18,11 +20,17 @@
 #   ctest-tsan  those suites under ThreadSanitizer
 #   install     cmake --install into a temporary prefix, then a consumer
 #               built with find_package(qpsock) and one with pkg-config
+#   valgrind    tools/run-valgrind.sh build (unit suites under memcheck)
+#   fuzz        tests/fuzz/run-fuzz.sh build-fuzz 30 (each libFuzzer
+#               harness for 30 s, clang, on its corpus + regressions)
 #   demo        tools/run-demo.sh (two processes on an emu wire)
+#   soak        build/tools/qps_soak --seconds 60 (3 processes x 2 threads
+#               on one emu wire, every flow reconciled; reliability.md)
 # A failed step does not stop independent later steps; the exit status is
 # non-zero if any step failed, and the last line is a plain summary.
 #
 # Environment: QPS_SKIP_DEPS=1, QPS_JOBS (build jobs, default 2),
+# QPS_FUZZ_SECONDS (per harness, default 30), QPS_SOAK_SECONDS (default 60),
 # QPS_CTEST_JOBS (default 1), QPS_CTEST_BUDGET (seconds per ctest run,
 # default 600), ASAN_OPTIONS / UBSAN_OPTIONS (defaults below).
 set -euo pipefail
@@ -221,6 +229,7 @@ install_check() {
 
 step deps bash tools/install-deps.sh
 step headers bash tools/check-headers.sh
+step static bash tools/run-static.sh build-static
 step build bash tools/build.sh build
 if ok build; then
 	step symbols check_symbols
@@ -245,9 +254,17 @@ else
 	skip ctest-tsan "build-tsan failed"
 fi
 if ok build; then
+	step valgrind bash tools/run-valgrind.sh build
+else
+	skip valgrind "build failed"
+fi
+step fuzz bash tests/fuzz/run-fuzz.sh build-fuzz "${QPS_FUZZ_SECONDS:-30}"
+if ok build; then
 	step demo env QPS_SKIP_DEPS=1 bash tools/run-demo.sh
+	step soak build/tools/qps_soak --seconds "${QPS_SOAK_SECONDS:-60}"
 else
 	skip demo "build failed"
+	skip soak "build failed"
 fi
 
 elapsed=$(($(date +%s) - start))

@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prio_owner.pml - the single-transmitter hand-off of src/prio_bands.[ch]
+ * (docs/prio_queues.md, "The transmitter"): the owner word (0, OWNER,
+ * OWNER|MISSED), the lone sender's bypass and its release, the owner's
+ * drain / linger / backlog / release-or-redrain loop, the producers' flag
+ * (take the word or set MISSED) and the path that skips the flag write
+ * when MISSED is already set, and qps_prio_kick() from a completion
+ * reaper.
+ *
+ * NPROD producers each send NITEMS items through qps_prio_enqueue()
+ * (a full band returns -EAGAIN and counts a drop, as for a non-blocking
+ * endpoint). One band; its ring is mpsc_ring.pml's with the claim taken as
+ * one atomic step (that model checks the claim at CAS granularity). The
+ * post callback takes all it is offered, except that up to MAXSTALL times
+ * it takes fewer (QP full); each such stall lets the reaper call
+ * qps_prio_kick() once, as completion reaping does.
+ *
+ * Memory model. The owner word is only touched by seq_cst RMWs and
+ * seq_cst loads, which x86 and the C11 single total order make
+ * sequentially consistent. What SC would hide is the store buffer: a
+ * producer's publish (a release store, a plain mov on x86) may become
+ * visible after the producer's later load of the owner word. The model
+ * gives every producer a one-entry store buffer: its publish is buffered
+ * and drains nondeterministically, at the latest before its next locked
+ * RMW or at its end (after it returned). A seq_cst publish (xchg or
+ * mov + mfence on x86) drains at once; that is what the skip path relies
+ * on. The owner's own buffered stores (cons, backlog, counters) are read
+ * only by later owners, after its release RMW drained them, so they are
+ * modelled SC; producers reading a stale cons only see the band fuller
+ * (more drops), never emptier.
+ *
+ * Checked:
+ *  - at most one owner at a time, and only the owner drains or posts;
+ *  - no item posted twice;
+ *  - no stranded item: once every producer and the reaper are done,
+ *    posted + dropped == NPROD * NITEMS, the band is empty, the word is 0;
+ *  - invalid end states, and ltl "drained": every execution gets there.
+ *
+ * Mutants (spin -DMUT_...), each must fail:
+ *  MUT_NO_MISSED_RECHECK	release stores 0 without looking for MISSED
+ *  MUT_SKIP_RELEASE_PUBLISH	the skip path publishes with release, not
+ *				seq_cst (the store-buffer race)
+ *  MUT_PLAIN_FLAG		flag by load + store instead of CAS
+ *  MUT_PLAIN_TAKE		bypass takes the word by load + store
+ *
+ * Reachability probes (spin -DREACH_...) assert false on a path the
+ * properties depend on, so each must fail too; a probe that passed would
+ * mean the bounds never exercise that path:
+ *  REACH_SKIP		a producer skips the flag write (MISSED seen set)
+ *  REACH_REDRAIN		an owner's release finds MISSED and drains again
+ *  REACH_KICK_RUN		a kick after a stall takes the word and drains
+ *  REACH_BYPASS		a lone sender posts directly
+ *  REACH_LINGER_HIT	a lingering owner finds an item and drains again
+ */
+#ifndef NPROD
+#define NPROD 2
+#endif
+#ifndef NITEMS
+#define NITEMS 2
+#endif
+#ifndef CAP
+#define CAP 2
+#endif
+#ifndef BURST
+#define BURST 2
+#endif
+#ifndef MAXSTALL
+#define MAXSTALL 1
+#endif
+#define TOTAL (NPROD * NITEMS)
+#define OWNER 1
+#define MISSED 2
+#define NONE 255
+
+#define USED(h, c) ((h) > (c) -> (h) - (c) : 0)
+
+byte state;			/* the owner word */
+byte head;			/* band ring: claim index */
+byte cons;			/* band ring: consumer index */
+short cell_seq[CAP];		/* position words, as other CPUs see them */
+bool backlog;
+
+/* Ghosts. */
+byte owner = NONE;		/* pid of the current owner */
+byte nowners;
+bool done[TOTAL];		/* ring position already posted */
+byte posted;			/* from the ring and by bypass */
+byte dropped;
+byte stalls;
+byte kicks;
+bool reaper_busy;
+byte returned;			/* producers that have returned */
+bool finished;
+
+ltl drained { <> finished }
+
+/* The word was taken by the calling process. */
+inline become_owner()
+{
+	assert(nowners == 0 && owner == NONE);
+	nowners++;
+	owner = _pid
+}
+
+/* The word is given up (in the same atomic step as the store of 0). */
+inline leave_owner()
+{
+	assert(nowners == 1 && owner == _pid);
+	nowners--;
+	owner = NONE
+}
+
+/* The store buffer drains (a locked instruction, an mfence, or later). */
+inline sb_flush()
+{
+	atomic {
+		if
+		:: sb != NONE -> cell_seq[sb % CAP] = sb; sb = NONE
+		:: else -> skip
+		fi
+	}
+}
+
+/* qps_prio_drain(): peek (per cell, stop at an unpublished one), post,
+ * consume what the post took, until the band is empty or a post stalls. */
+inline drain()
+{
+	stopped = false;
+	do
+	:: c = cons;
+	   n = 0;
+	   do
+	   :: n < BURST && cell_seq[(c + n) % CAP] == c + n -> n++
+	   :: else -> break
+	   od;
+	   if
+	   :: n == 0 -> break
+	   :: else ->
+		k = n;
+		if
+		:: stalls < MAXSTALL -> do :: k > 0 -> k-- :: break od
+		:: else -> skip
+		fi;
+		atomic {
+			assert(owner == _pid);
+			i = 0;
+			do
+			:: i < k ->
+				assert(!done[c + i]);
+				done[c + i] = true;
+				posted++;
+				i++
+			:: else -> break
+			od
+		}
+		cons = c + k;
+		if
+		:: k < n -> stalls++; stopped = true; break
+		:: else -> skip
+		fi
+	   fi
+	od
+}
+
+/* qps_prio_backlog(): more than one claimed cell, or one that is
+ * published. */
+inline compute_backlog()
+{
+	h = head;
+	c = cons;
+	n = USED(h, c);
+	if
+	:: n > 1 -> backlog = true
+	:: n == 1 && cell_seq[c % CAP] == c -> backlog = true
+	:: else -> backlog = false
+	fi
+}
+
+/* qps_prio_release(): CAS(OWNER -> 0); if MISSED was set, exchange the
+ * word back to OWNER and report that the caller must drain again. */
+inline release()
+{
+#ifdef MUT_NO_MISSED_RECHECK
+	atomic { leave_owner(); state = 0; ok = true }
+#else
+	atomic {
+		if
+		:: state == OWNER -> leave_owner(); state = 0; ok = true
+		:: else -> ok = false
+		fi
+	}
+	if
+	:: !ok ->
+#ifdef REACH_REDRAIN
+		assert(false);
+#endif
+		state = OWNER		/* exchange: clears MISSED */
+	:: else -> skip
+	fi
+#endif
+}
+
+/*
+ * qps_prio_run(): drain, record backlog, release or drain again. Before
+ * the release the owner may linger (qps_prio_linger(): a contended owner
+ * polls the head cell for a while): a published item found there means
+ * drain again; giving up is always possible (timeout, budget, linger off).
+ */
+inline run_owner()
+{
+	do
+	:: do
+	   :: drain();
+	      if
+	      :: !stopped && cell_seq[cons % CAP] == cons ->
+#ifdef REACH_LINGER_HIT
+			assert(false);
+#endif
+			skip
+	      :: true -> break
+	      fi
+	   od;
+	   compute_backlog();
+	   release();
+	   if
+	   :: ok -> break
+	   :: else -> skip
+	   fi
+	od
+}
+
+/* qps_prio_flag(): take the word or set MISSED; with @sc and MISSED seen
+ * set, return without a write. took = we are now the owner. */
+inline flag(sc)
+{
+	s = state;			/* seq_cst load */
+	do
+	:: sc && s == (OWNER | MISSED) ->
+#ifdef REACH_SKIP
+		assert(false);
+#endif
+		took = false;
+		break
+	:: else ->
+		sb_flush();		/* the locked RMW drains the buffer */
+#ifdef MUT_PLAIN_FLAG
+		s = state;
+		if
+		:: s == 0 -> atomic { state = OWNER; become_owner() }; took = true
+		:: else -> state = s | MISSED; took = false
+		fi;
+		break
+#else
+		atomic {
+			if
+			:: state == s ->
+				if
+				:: s == 0 -> state = OWNER; become_owner();
+					took = true
+				:: else -> state = s | MISSED; took = false
+				fi;
+				ok = true
+			:: else -> s = state; ok = false
+			fi
+		}
+		if
+		:: ok -> break
+		:: else -> skip
+		fi
+#endif
+	od
+}
+
+/* qps_prio_push(): claim (one step) and publish the position word; a
+ * release publish goes through the store buffer (unless we own the word:
+ * only the owner reads cells, and it sees its own stores). */
+inline push(sc, mine)
+{
+	atomic {
+		if
+		:: USED(head, cons) < CAP -> pos = head; head++; ok = true
+		:: else -> ok = false
+		fi
+	}
+	if
+	:: ok && (sc || mine) -> cell_seq[pos % CAP] = pos
+	:: ok && !(sc || mine) -> sb = pos
+	:: else -> skip
+	fi
+}
+
+proctype producer()
+{
+	byte item = 0;
+	byte s, c, h, n, k, i, pos, p0;
+	byte sb = NONE;
+	bool ok, took, sc, stopped;
+
+	do
+	:: item == NITEMS -> break
+	:: else ->
+		item++;
+		s = state;			/* relaxed */
+		took = false;
+#ifdef MUT_PLAIN_TAKE
+		if
+		:: s == 0 -> atomic { state = OWNER; become_owner() };
+			took = true
+		:: else -> skip
+		fi;
+#else
+		if
+		:: s == 0 ->
+			atomic {
+				if
+				:: state == 0 -> state = OWNER; become_owner();
+					took = true
+				:: else -> s = state
+				fi
+			}
+		:: else -> skip
+		fi;
+#endif
+		if
+		:: took && !backlog ->
+			/* Bypass: post our item directly; the post may
+			 * refuse, which the model never lets it do here
+			 * (refusals are modelled in drain()). */
+			atomic { assert(owner == _pid); posted++ };
+#ifdef REACH_BYPASS
+			assert(false);
+#endif
+			atomic {
+				if
+				:: state == OWNER -> leave_owner(); state = 0;
+					ok = true
+				:: else -> ok = false
+				fi
+			}
+			if
+			:: !ok ->
+				/* qps_prio_slow_finish(). */
+				release();
+				if
+				:: !ok -> run_owner()
+				:: else -> skip
+				fi
+			:: else -> skip
+			fi
+		:: took && backlog ->
+			/* qps_prio_slow_owner(). */
+			push(false, true);
+			if
+			:: !ok ->
+				/* Full: drain, and retry if that posted any. */
+				p0 = posted;
+				drain();
+				if
+				:: posted != p0 -> push(false, true)
+				:: else -> skip
+				fi
+			:: else -> skip
+			fi;
+			if
+			:: !ok -> dropped++
+			:: else -> skip
+			fi;
+			run_owner()
+		:: !took ->
+			/* qps_prio_slow_queue(). */
+			sc = (s == (OWNER | MISSED));
+#ifdef MUT_SKIP_RELEASE_PUBLISH
+			push(false, false);
+			/* The load below may pass the buffered store. */
+			if
+			:: sb_flush()
+			:: skip
+			fi;
+#else
+			push(sc, false);
+			/* Not seq_cst: our load of the word may pass it. */
+			if
+			:: sb_flush()
+			:: skip
+			fi;
+#endif
+			if
+			:: ok ->
+				flag(sc);
+				if
+				:: took -> run_owner()
+				:: else -> skip
+				fi
+			:: else -> dropped++
+			fi
+		fi
+	od;
+	/* Returned; a buffered store still drains eventually. */
+	sb_flush();
+	returned++
+}
+
+/* Completion reaping after a stall: qps_prio_kick(). */
+proctype reaper()
+{
+	byte s, c, h, n, k, i, pos;
+	byte sb = NONE;
+	bool ok, took, stopped;
+
+end:
+	do
+	:: atomic { stalls > kicks -> kicks++; reaper_busy = true };
+		flag(false);
+		if
+		:: took ->
+#ifdef REACH_KICK_RUN
+			assert(false);
+#endif
+			run_owner()
+		:: else -> skip
+		fi;
+		reaper_busy = false
+	od
+}
+
+init
+{
+	byte i;
+
+	atomic {
+		i = 0;
+		do
+		:: i < CAP -> cell_seq[i] = i - CAP; i++
+		:: else -> break
+		od;
+		run reaper();
+		i = 0;
+		do
+		:: i < NPROD -> run producer(); i++
+		:: else -> break
+		od
+	}
+	/* Every producer returned, no kick pending or running. */
+	(returned == NPROD && stalls == kicks && !reaper_busy);
+	assert(posted + dropped == TOTAL);
+	assert(head == cons);
+	assert(state == 0 && nowners == 0);
+	finished = true
+}

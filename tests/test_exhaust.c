@@ -1,0 +1,630 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Resource exhaustion on the emu provider: out of memory and out of file
+ * descriptors while creating a context or an endpoint, full send queues
+ * (non-blocking and SNDTIMEO), no posted receive buffers, full endpoint
+ * receive queues, and completion queue overruns. Each must end in a clear
+ * -errno or a counter, leave nothing allocated behind, and the context
+ * must carry on once the resource is back.
+ *
+ * Out of memory: the suite is linked with fault_inject.c, which fails the
+ * Nth allocation call of the library (malloc, calloc, realloc,
+ * aligned_alloc, posix_memalign, mmap) for N = 1, 2, ... until the
+ * operation succeeds, so every allocation on the path fails once.
+ * Leaks are checked three ways: the wrappers' live-block tally, the open
+ * descriptors, and (in the ASan and valgrind runs) the leak checkers.
+ */
+#include "t_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emu/emu.h"
+#include "fault_inject.h"
+#include "qps_int.h"
+#include "sq.h"
+
+/* More allocation calls than any creation path makes: the loops stop at
+ * the first N that injects nothing, this only bounds a runaway. */
+#define FI_MAX_CALLS 4000
+
+static char g_wire[64];
+static struct t_ctxs g_ctxs;
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;	/* the directory's own descriptor */
+}
+
+/* The lowest free descriptor number: a RLIMIT_NOFILE of this value lets
+ * no new descriptor open, whatever holes lie above it. */
+static int lowest_free_fd(void)
+{
+	int fd = fcntl(0, F_DUPFD, 0);
+
+	if (fd >= 0)
+		close(fd);
+	return fd;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A small context: several send queues and few buffers, so that every
+ * kind of per-queue allocation is on the path. */
+static struct qps_ctx_attr small_attr(const char *ip, uint32_t tx_depth,
+				      uint32_t rx_depth, uint32_t num_txq)
+{
+	struct qps_ctx_attr attr = t_emu_attr(g_wire, ip);
+
+	attr.comp_mask |= QPS_CTX_ATTR_TX_DEPTH | QPS_CTX_ATTR_RX_DEPTH |
+			  QPS_CTX_ATTR_NUM_TXQ;
+	attr.tx_depth = tx_depth;
+	attr.rx_depth = rx_depth;
+	attr.num_txq = num_txq;
+	return attr;
+}
+
+static struct qps_ctx *ctx_small(const char *ip, uint32_t tx_depth,
+				 uint32_t rx_depth, uint32_t num_txq)
+{
+	struct qps_ctx_attr attr = small_attr(ip, tx_depth, rx_depth, num_txq);
+	struct qps_ctx *ctx = NULL;
+
+	CU_ASSERT_FATAL(g_ctxs.n < T_CTX_MAX);
+	T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	t_ctxs_add(&g_ctxs, ctx);
+	return ctx;
+}
+
+/*
+ * One warm-up create/destroy, so that state the library sets up once per
+ * process (provider registry, wire segment of this process) is not
+ * mistaken for a leak of the first failing attempt.
+ */
+static void warm_up(void)
+{
+	struct qps_ctx_attr attr = small_attr("198.18.0.60", 16, 16, 2);
+	struct qps_ctx *ctx = NULL;
+
+	T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+}
+
+static void test_ctx_create_oom(void)
+{
+	struct qps_ctx_attr attr = small_attr("198.18.0.61", 16, 16, 2);
+	struct qps_ctx *ctx = NULL;
+	long live0;
+	unsigned long n;
+	int fds0, ret, failed = 0;
+	bool fired;
+
+	warm_up();
+	live0 = t_fi_live();
+	fds0 = count_fds();
+	for (n = 1; n <= FI_MAX_CALLS; n++) {
+		ctx = NULL;
+		t_fi_arm(n);
+		ret = qps_ctx_create(&attr, &ctx);
+		fired = t_fi_disarm();
+		if (!fired) {
+			/* Every allocation has failed once: this one went
+			 * through, on the same address (no port leaked). */
+			T_EQ(ret, 0);
+			break;
+		}
+		failed++;
+		T_EQ(ret, -ENOMEM);
+		CU_ASSERT_PTR_NULL(ctx);
+		if (ret == 0 && ctx)
+			qps_ctx_destroy(ctx);
+		T_EQ(t_fi_live(), live0);
+		T_EQ(count_fds(), fds0);
+	}
+	CU_ASSERT(n <= FI_MAX_CALLS);
+	printf("\n    ctx_create: %d allocation calls failed in turn, "
+	       "each -ENOMEM, nothing left behind\n", failed);
+	T_GE(failed, 10);
+	if (ctx)
+		T_EQ(qps_ctx_destroy(ctx), 0);
+	T_EQ(t_fi_live(), live0);
+	T_EQ(count_fds(), fds0);
+}
+
+/*
+ * An endpoint's whole set-up: create, options that allocate (PKTINFO's
+ * timestamps), bind, its descriptor, a group. Returns the first error.
+ */
+static int ep_setup(struct qps_ctx *ctx, struct qps_ep **out)
+{
+	/* Bound to the wildcard: a group needs it (or the group address). */
+	struct sockaddr_in sin = t_sin("0.0.0.0", 7000);
+	struct qps_mreq mreq;
+	int one = 1, ret;
+
+	ret = qps_ep_create(ctx, QPS_EP_DGRAM, out);
+	if (ret < 0)
+		return ret;
+	ret = qps_setopt(*out, QPS_OPT_PKTINFO, &one, sizeof(one));
+	if (ret < 0)
+		return ret;
+	ret = qps_bind(*out, (struct sockaddr *)&sin, sizeof(sin));
+	if (ret < 0)
+		return ret;
+	ret = qps_ep_fd(*out);
+	if (ret < 0)
+		return ret;
+	memset(&mreq, 0, sizeof(mreq));
+	mreq.group = t_sin("239.1.2.3", 7000).sin_addr;
+	return qps_join(*out, &mreq, sizeof(mreq));
+}
+
+static void test_ep_create_oom(void)
+{
+	struct qps_ctx_attr attr = small_attr("198.18.0.62", 16, 16, 1);
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	long live0;
+	unsigned long n;
+	int fds0, ret, failed = 0;
+	bool fired;
+
+	warm_up();
+	live0 = t_fi_live();
+	fds0 = count_fds();
+	for (n = 1; n <= FI_MAX_CALLS; n++) {
+		ctx = NULL;
+		ep = NULL;
+		T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+		t_fi_arm(n);
+		ret = ep_setup(ctx, &ep);
+		fired = t_fi_disarm();
+		if (fired) {
+			failed++;
+			T_EQ(ret, -ENOMEM);
+		} else {
+			T_EQ(ret, 0);
+		}
+		if (ep)
+			T_EQ(qps_ep_close(ep), 0);
+		T_EQ(qps_ctx_destroy(ctx), 0);
+		T_EQ(t_fi_live(), live0);
+		T_EQ(count_fds(), fds0);
+		if (!fired)
+			break;
+	}
+	CU_ASSERT(n <= FI_MAX_CALLS);
+	printf("\n    endpoint set-up: %d allocation calls failed in turn\n",
+	       failed);
+	T_GE(failed, 3);
+}
+
+/* Too few descriptors for a context: -EMFILE, nothing left open. */
+static void test_ctx_create_no_fds(void)
+{
+	struct qps_ctx_attr attr = small_attr("198.18.0.63", 16, 16, 2);
+	struct qps_ctx *ctx = NULL;
+	struct rlimit old, lim;
+	int fds0, base, extra, ret = -1, failed = 0;
+	long live0;
+
+	warm_up();
+	T_EQ_FATAL(getrlimit(RLIMIT_NOFILE, &old), 0);
+	live0 = t_fi_live();
+	fds0 = count_fds();
+	base = lowest_free_fd();
+	T_GE(base, 0);
+	for (extra = 0; extra < 64; extra++) {
+		lim = old;
+		lim.rlim_cur = (rlim_t)(base + extra);
+		if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+			CU_FAIL("setrlimit(RLIMIT_NOFILE) refused");
+			break;
+		}
+		ctx = NULL;
+		ret = qps_ctx_create(&attr, &ctx);
+		setrlimit(RLIMIT_NOFILE, &old);
+		if (ret == 0)
+			break;
+		failed++;
+		CU_ASSERT(ret == -EMFILE || ret == -ENFILE);
+		if (ret != -EMFILE && ret != -ENFILE)
+			printf("\n    %d spare descriptors: %s\n", extra,
+			       strerror(-ret));
+		T_EQ(t_fi_live(), live0);
+		T_EQ(count_fds(), fds0);
+	}
+	T_EQ(ret, 0);
+	printf("\n    ctx_create: refused with -EMFILE at %d descriptor "
+	       "limits, then opened\n", failed);
+	if (ret == 0 && ctx)
+		T_EQ(qps_ctx_destroy(ctx), 0);
+	T_EQ(count_fds(), fds0);
+	T_EQ(t_fi_live(), live0);
+}
+
+/* Too few descriptors for an endpoint's set-up (its eventfd and epoll
+ * descriptor): -EMFILE, nothing left open, the context still works. */
+static void test_ep_setup_no_fds(void)
+{
+	struct qps_ctx_attr attr = small_attr("198.18.0.64", 16, 16, 1);
+	struct qps_ctx *ctx = NULL;
+	struct qps_ep *ep;
+	struct rlimit old, lim;
+	int fds0, base, extra, ret = -1, failed = 0;
+
+	T_EQ_FATAL(getrlimit(RLIMIT_NOFILE, &old), 0);
+	T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	t_ctxs_add(&g_ctxs, ctx);
+	fds0 = count_fds();
+	base = lowest_free_fd();
+	T_GE(base, 0);
+	for (extra = 0; extra < 16; extra++) {
+		lim = old;
+		lim.rlim_cur = (rlim_t)(base + extra);
+		if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+			CU_FAIL("setrlimit(RLIMIT_NOFILE) refused");
+			break;
+		}
+		ep = NULL;
+		ret = ep_setup(ctx, &ep);
+		setrlimit(RLIMIT_NOFILE, &old);
+		if (ep)
+			T_EQ(qps_ep_close(ep), 0);
+		T_EQ(count_fds(), fds0);
+		if (ret == 0)
+			break;
+		failed++;
+		CU_ASSERT(ret == -EMFILE || ret == -ENFILE);
+	}
+	T_EQ(ret, 0);
+	T_GE(failed, 1);
+	printf("\n    endpoint set-up: -EMFILE at %d descriptor limits\n",
+	       failed);
+	t_ctxs_destroy(&g_ctxs, 1);
+}
+
+/* A receiving endpoint on its own context. */
+static struct qps_ep *receiver(struct qps_ctx **rx, const char *ip,
+			       uint32_t rx_depth)
+{
+	*rx = ctx_small(ip, 16, rx_depth, 1);
+	return t_ep_bound(*rx, ip, 9000, 2000);
+}
+
+static int recv_all(struct qps_ep *ep)
+{
+	char buf[64];
+	int n = 0;
+
+	while (qps_recv(ep, buf, sizeof(buf), QPS_MSG_DONTWAIT) >= 0)
+		n++;
+	return n;
+}
+
+#define TX_DEPTH 16
+
+/* Send queue full, device stopped: a non-blocking sender gets -EAGAIN
+ * for each datagram that finds no slot, and nothing it was told was sent
+ * goes missing once the device runs again. */
+static void test_sq_full_nonblock(void)
+{
+	struct qps_ctx *tx, *rx;
+	struct qps_ep *out, *in;
+	struct sockaddr_in dst = t_sin("198.18.0.71", 9000);
+	struct qps_stats ts, rs;
+	int i, ok = 0, again = 0, other = 0, got;
+	ssize_t r;
+
+	in = receiver(&rx, "198.18.0.71", 256);
+	tx = ctx_small("198.18.0.70", TX_DEPTH, 16, 1);
+	out = t_ep_bound(tx, "198.18.0.70", 9001, 2000);
+	T_EQ(qps_set_nonblock(out, 1), 0);
+	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+
+	qps_emu_set_stepping(tx->dev, true);
+	for (i = 0; i < 4 * TX_DEPTH; i++) {
+		r = qps_send(out, "x", 1, 0);
+		if (r == 1)
+			ok++;
+		else if (r == -EAGAIN)
+			again++;
+		else
+			other++;
+	}
+	printf("\n    device stopped: %d sent, %d -EAGAIN\n", ok, again);
+	T_EQ(other, 0);
+	T_GE(again, 2 * TX_DEPTH);
+	T_LE(ok, 2 * TX_DEPTH);
+	T_GE(ok, 1);
+
+	/* Device runs again: the backlog drains, sends succeed again. */
+	qps_emu_set_stepping(tx->dev, false);
+	T_GE(qps_ctx_flush(tx), 0);
+	T_GE(qps_ctx_progress(tx), 0);
+	T_EQ(qps_send(out, "y", 1, 0), 1);
+	ok++;
+	T_GE(qps_ctx_flush(tx), 0);
+	got = recv_all(in);
+	t_check_delivery(tx, rx, (uint64_t)ok, (uint64_t)got, &ts, &rs);
+	T_EQ(got, ok);
+	t_ctxs_destroy(&g_ctxs, 1);
+}
+
+struct restarter {
+	struct qps_ctx *ctx;
+	unsigned int after_ms;
+};
+
+static void *restart_device(void *arg)
+{
+	struct restarter *r = arg;
+
+	t_sleep_ms(r->after_ms);
+	qps_emu_set_stepping(r->ctx->dev, false);
+	return NULL;
+}
+
+/* Send queue full, blocking sender: SNDTIMEO bounds the wait with
+ * -EAGAIN; without it the send waits until the device frees a slot. */
+static void test_sq_full_sndtimeo(void)
+{
+	struct qps_ctx *tx, *rx;
+	struct qps_ep *out, *in;
+	struct sockaddr_in dst = t_sin("198.18.0.73", 9000);
+	struct restarter rs;
+	struct qps_stats a, b;
+	pthread_t t;
+	uint64_t t0, el;
+	int ms = 100, zero = 0, ok = 0, got;
+	ssize_t r;
+
+	in = receiver(&rx, "198.18.0.73", 256);
+	tx = ctx_small("198.18.0.72", TX_DEPTH, 16, 1);
+	out = t_ep_bound(tx, "198.18.0.72", 9001, 2000);
+	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+
+	qps_emu_set_stepping(tx->dev, true);
+	while ((r = qps_send(out, "x", 1, QPS_MSG_DONTWAIT)) == 1)
+		ok++;
+	T_EQ(r, -EAGAIN);
+
+	T_EQ(qps_setopt(out, QPS_OPT_SNDTIMEO, &ms, sizeof(ms)), 0);
+	t0 = now_ms();
+	r = qps_send(out, "x", 1, 0);
+	el = now_ms() - t0;
+	printf("\n    SNDTIMEO %d ms: -EAGAIN after %llu ms\n", ms,
+	       (unsigned long long)el);
+	T_EQ(r, -EAGAIN);
+	T_GE(el, (uint64_t)ms);
+	T_LE(el, (uint64_t)ms + 2000);
+
+	/* No timeout: the send waits for the device, however long. */
+	T_EQ(qps_setopt(out, QPS_OPT_SNDTIMEO, &zero, sizeof(zero)), 0);
+	rs.ctx = tx;
+	rs.after_ms = 150;
+	T_EQ_FATAL(pthread_create(&t, NULL, restart_device, &rs), 0);
+	t0 = now_ms();
+	r = qps_send(out, "z", 1, 0);
+	el = now_ms() - t0;
+	pthread_join(t, NULL);
+	printf("    SNDTIMEO 0: waited %llu ms for the device\n",
+	       (unsigned long long)el);
+	T_EQ(r, 1);
+	ok++;
+	T_GE(el, 100);
+	T_GE(qps_ctx_flush(tx), 0);
+	got = recv_all(in);
+	t_check_delivery(tx, rx, (uint64_t)ok, (uint64_t)got, &a, &b);
+	T_EQ(got, ok);
+	t_ctxs_destroy(&g_ctxs, 1);
+}
+
+/* Burst into a receiver that polls nothing: once its posted buffers are
+ * used up the device drops and counts (rx_no_buf, dev_rx_drops); after
+ * a receive reposts them, traffic flows again. */
+static void test_rx_no_buffers(void)
+{
+	struct qps_ctx *tx, *rx;
+	struct qps_ep *out, *in;
+	struct sockaddr_in dst = t_sin("198.18.0.75", 9000);
+	struct qps_emu_counters ec;
+	struct qps_stats ts, rs;
+	const int rx_depth = 16, burst = 48;
+	int i, sent = 0, got;
+
+	in = receiver(&rx, "198.18.0.75", (uint32_t)rx_depth);
+	tx = ctx_small("198.18.0.74", 64, 16, 1);
+	out = t_ep_bound(tx, "198.18.0.74", 9001, 2000);
+	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	for (i = 0; i < burst; i++)
+		if (qps_send(out, "x", 1, 0) == 1)
+			sent++;
+	T_EQ(sent, burst);
+	T_GE(qps_ctx_flush(tx), 0);
+	T_GE(qps_ctx_progress(tx), 0);
+
+	got = recv_all(in);
+	T_EQ(qps_emu_counters_all(rx->dev, &ec), 0);
+	printf("\n    %d sent, %d received, rx_no_buf %llu\n", sent, got,
+	       (unsigned long long)ec.dev.rx_no_buf);
+	T_EQ(got, rx_depth);
+	T_EQ(ec.dev.rx_no_buf, (uint64_t)(burst - rx_depth));
+	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
+	T_EQ(rs.dev_rx_drops, (uint64_t)(burst - rx_depth));
+
+	/* Buffers are back: a second, smaller burst arrives whole. */
+	for (i = 0; i < rx_depth / 2; i++)
+		T_EQ(qps_send(out, "y", 1, 0), 1);
+	sent += rx_depth / 2;
+	T_GE(qps_ctx_flush(tx), 0);
+	got += recv_all(in);
+	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
+	T_EQ(got, rx_depth + rx_depth / 2);
+	t_ctxs_destroy(&g_ctxs, 1);
+}
+
+/* An endpoint receive queue (RCVBUF) full: counted in rx_queue_full, the
+ * buffers go back to the device, later datagrams are queued again. */
+static void test_rxq_full(void)
+{
+	struct qps_ctx *tx, *rx;
+	struct qps_ep *out, *in;
+	struct sockaddr_in dst = t_sin("198.18.0.77", 9000);
+	struct qps_stats ts, rs;
+	int i, rcvbuf = 4, sent = 0, got;
+
+	in = receiver(&rx, "198.18.0.77", 64);
+	T_EQ(qps_setopt(in, QPS_OPT_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+	tx = ctx_small("198.18.0.76", 64, 16, 1);
+	out = t_ep_bound(tx, "198.18.0.76", 9001, 2000);
+	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	for (i = 0; i < 16; i++)
+		sent += qps_send(out, "x", 1, 0) == 1;
+	T_GE(qps_ctx_flush(tx), 0);
+	T_GE(qps_ctx_progress(rx), 0);
+	got = recv_all(in);
+	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
+	T_EQ(got, rcvbuf);
+	T_EQ(rs.rx_queue_full, (uint64_t)(sent - rcvbuf));
+
+	/* Every buffer was returned: a full ring's worth still arrives. */
+	for (i = 0; i < rcvbuf; i++)
+		sent += qps_send(out, "y", 1, 0) == 1;
+	T_GE(qps_ctx_flush(tx), 0);
+	got += recv_all(in);
+	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
+	T_EQ(got, 2 * rcvbuf);
+	t_ctxs_destroy(&g_ctxs, 1);
+}
+
+/*
+ * A completion queue overrun (completions lost: injected, since emu sizes
+ * its CQs so that it cannot happen by itself): the call that finds it
+ * reports -EIO once, what did arrive is still delivered, and the context
+ * keeps working.
+ */
+static void test_cq_overrun(void)
+{
+	struct qps_ctx *tx, *rx;
+	struct qps_ep *out, *in;
+	struct sockaddr_in dst = t_sin("198.18.0.79", 9000);
+	struct qps_stats ts, rs;
+	int i, sent = 0, got = 0, ret, eio = 0;
+	ssize_t r;
+
+	in = receiver(&rx, "198.18.0.79", 64);
+	tx = ctx_small("198.18.0.78", 64, 16, 1);
+	out = t_ep_bound(tx, "198.18.0.78", 9001, 2000);
+	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+
+	/* Receive CQ. */
+	for (i = 0; i < 4; i++)
+		sent += qps_send(out, "x", 1, 0) == 1;
+	T_GE(qps_ctx_flush(tx), 0);
+	qps_emu_inject_cq_overrun(rx->rx_cq);
+	ret = qps_ctx_progress(rx);
+	printf("\n    receive CQ overrun: progress %d (%s)\n", ret,
+	       ret < 0 ? strerror(-ret) : "ok");
+	T_EQ(ret, -EIO);
+	got += recv_all(in);
+	T_EQ(got, 4);
+	T_GE(qps_ctx_progress(rx), 0);
+	for (i = 0; i < 4; i++)
+		sent += qps_send(out, "y", 1, 0) == 1;
+	T_GE(qps_ctx_flush(tx), 0);
+	got += recv_all(in);
+	T_EQ(got, 8);
+
+	/* Send CQ: reported once, by the first send or progress call that
+	 * polls the CQ empty (emu holds the error back until what did
+	 * arrive is reaped); sending goes on (three rings' worth). */
+	qps_emu_inject_cq_overrun(tx->sq[0].cq);
+	for (i = 0; i < 3 * 64; i++) {
+		r = qps_send(out, "z", 1, 0);
+		if (r == 1)
+			sent++;
+		else if (r == -EIO)
+			eio++;
+		else
+			T_EQ(r, 1);
+		if (i % 8 == 7) {
+			ret = qps_ctx_progress(tx);
+			eio += ret == -EIO;
+			if (ret != -EIO)
+				T_GE(ret, 0);
+			got += recv_all(in);
+		}
+	}
+	T_GE(qps_ctx_flush(tx), 0);
+	for (i = 0; i < 2; i++) {
+		ret = qps_ctx_progress(tx);
+		eio += ret == -EIO;
+	}
+	printf("    send CQ overrun: reported %d time(s)\n", eio);
+	T_EQ(eio, 1);
+	T_GE(qps_ctx_progress(tx), 0);
+	got += recv_all(in);
+	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
+	T_EQ(got, sent);
+	t_ctxs_destroy(&g_ctxs, 1);
+}
+
+static void cleanup(void)
+{
+	t_ctxs_destroy(&g_ctxs, 0);
+}
+
+int main(void)
+{
+	CU_TestInfo tests[] = {
+		{ "ctx_create: every allocation fails once",
+		  test_ctx_create_oom },
+		{ "endpoint set-up: every allocation fails once",
+		  test_ep_create_oom },
+		{ "ctx_create: out of descriptors", test_ctx_create_no_fds },
+		{ "endpoint set-up: out of descriptors",
+		  test_ep_setup_no_fds },
+		{ "send queue full: non-blocking -EAGAIN",
+		  test_sq_full_nonblock },
+		{ "send queue full: SNDTIMEO bounds the wait",
+		  test_sq_full_sndtimeo },
+		{ "no posted receive buffers", test_rx_no_buffers },
+		{ "endpoint receive queue full", test_rxq_full },
+		{ "CQ overrun: reported once, recovers", test_cq_overrun },
+		CU_TEST_INFO_NULL,
+	};
+
+	if (!t_provider_is("emu")) {
+		printf("test_exhaust: SKIP: drives emu test hooks "
+		       "(QPS_PROVIDER=%s)\n", t_provider());
+		return T_EXIT_SKIP;
+	}
+	t_wire_name(g_wire, sizeof(g_wire), "exh");
+	atexit(cleanup);
+	return t_run("exhaust", tests);
+}
