@@ -13,7 +13,7 @@
  * arms a queue next wakes it. A send that rings before returning (no MORE,
  * or the end of a batch) touches none of this.
  */
-#define _GNU_SOURCE	/* pthread_setname_np */
+#define _GNU_SOURCE	/* pthread_setname_np, strerrordesc_np */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -118,11 +118,11 @@ static uint64_t qps_db_check_sq(struct qps_sq *sq, uint64_t delay)
  */
 static uint64_t qps_db_check(struct qps_ctx *ctx, unsigned int *quiet)
 {
-	uint64_t next = 0, due;
+	uint64_t next = 0;
 	uint32_t i;
 
 	for (i = 0; i < ctx->nsq; i++) {
-		due = qps_db_check_sq(&ctx->sq[i], ctx->db_delay_ns);
+		uint64_t due = qps_db_check_sq(&ctx->sq[i], ctx->db_delay_ns);
 		if (due && (!next || due < next))
 			next = due;
 	}
@@ -210,9 +210,13 @@ static int qps_db_start(struct qps_ctx *ctx)
 	ret = pthread_create(&t->thread, NULL, qps_db_main, ctx);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
+		/* strerror is not thread safe; this text is constant. */
+		const char *why = strerrordesc_np(ret);
+
 		t->failed = true;
 		qps_log_err("doorbell flusher thread: %s; postponed doorbells "
-			    "are rung at the end of each call", strerror(ret));
+			    "are rung at the end of each call",
+			    why ? why : "unknown error");
 		ret = -ret;
 		goto out;
 	}

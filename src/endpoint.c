@@ -73,11 +73,12 @@ static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	uint32_t span = QPS_EPHEMERAL_HI - QPS_EPHEMERAL_LO + 1;
-	uint32_t i;
 
 	if (ep->bound)
 		return -EINVAL;
 	if (port == 0) {
+		uint32_t i;
+
 		for (i = 0; i < span; i++) {
 			uint16_t p = ctx->eph_next;
 
@@ -130,7 +131,6 @@ int qps_ep_autobind(struct qps_ep *ep)
 static int qps_ep_fds(struct qps_ep *ep)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	int ret;
 
 	ep->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (ep->efd < 0)
@@ -143,8 +143,8 @@ static int qps_ep_fds(struct qps_ep *ep)
 		return -errno;
 	if (ep->ctx->event_fd >= 0) {
 		ev.data.fd = ep->ctx->event_fd;
-		ret = epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->ctx->event_fd, &ev);
-		if (ret < 0)
+		if (epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->ctx->event_fd,
+			      &ev) < 0)
 			return -errno;
 	}
 	return 0;

@@ -11,6 +11,7 @@
 
 #include "qps_int.h"
 
+__attribute__((format(printf, 1, 0)))
 static void qps_vlog(const char *fmt, va_list ap)
 {
 	char line[512];

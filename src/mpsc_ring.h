@@ -91,7 +91,7 @@ static inline uint64_t qps_mpsc_used(uint64_t head, uint64_t cons)
  */
 static inline int qps_mpsc_claim(struct qps_mpsc *r, uint32_t n, uint64_t *pos)
 {
-	uint64_t h, c;
+	uint64_t h;
 
 	if (n == 0 || n > r->cap)
 		return -EINVAL;
@@ -104,7 +104,9 @@ static inline int qps_mpsc_claim(struct qps_mpsc *r, uint32_t n, uint64_t *pos)
 		 * Either way the consumer's reads of the cells we are about to
 		 * reuse happen before our stores to them.
 		 */
-		c = atomic_load_explicit(&r->cons_cache, memory_order_acquire);
+		uint64_t c = atomic_load_explicit(&r->cons_cache,
+						  memory_order_acquire);
+
 		if (qps_mpsc_used(h, c) + n > r->cap) {
 			c = atomic_load_explicit(&r->cons, memory_order_acquire);
 			/* A stale h only under-counts: "full" here is real. */

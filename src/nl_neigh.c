@@ -67,6 +67,8 @@ static void nl_log(const struct qps_nl_route *r, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (r->quiet)
+		return;
 	fprintf(stderr, "qpsock %s: ", r->tag ? r->tag : "route");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -540,17 +542,37 @@ static int local_mac(const struct qps_nl_route *r, struct in_addr dst,
 	return ret;
 }
 
+/*
+ * The slot of @dst among the refusals said. Direct-mapped: destinations
+ * sharing a slot may be reported again, the cost of a fixed table.
+ */
+static struct qps_nl_refused *refused_slot(struct qps_nl_route *r,
+					   struct in_addr dst)
+{
+	uint32_t h = ntohl(dst.s_addr) * 2654435761u;
+
+	return &r->refused[(h >> 16) % QPS_NL_REFUSED_SLOTS];
+}
+
 int qps_nl_resolve(struct qps_nl_route *r, struct in_addr dst,
 		   uint8_t mac_out[6])
 {
 	enum route_kind kind = ROUTE_NEXTHOP;
+	struct qps_nl_refused *said;
 	uint32_t nh = 0;
+	uint64_t gen;
 	int ret;
 
 	if (!mac_out)
 		return -EINVAL;
 	pthread_mutex_lock(&r->lock);
 	drain_events(r);
+	/* Relaxed: every writer of gen holds r->lock, as we do. */
+	gen = __atomic_load_n(&r->gen, __ATOMIC_RELAXED);
+	said = refused_slot(r, dst);
+	/* A refusal of @dst already said in this generation is not said
+	 * again; the caller gets its -errno all the same. */
+	r->quiet = said->addr == dst.s_addr && said->gen == gen;
 	ret = lookup_route(r, dst, &nh, &kind);
 	if (!ret && kind == ROUTE_BROADCAST)
 		memset(mac_out, 0xff, 6);
@@ -560,6 +582,13 @@ int qps_nl_resolve(struct qps_nl_route *r, struct in_addr dst,
 		ret = neigh_wait(r, nh, mac_out);
 	if (!ret && kind == ROUTE_NEXTHOP)
 		nh_remember(r, nh, mac_out);
+	if (ret == -EHOSTUNREACH) {	/* what every refusal said */
+		said->addr = dst.s_addr;
+		said->gen = gen;
+	} else if (said->addr == dst.s_addr) {
+		said->gen = 0;	/* a later refusal is news */
+	}
+	r->quiet = false;
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }

@@ -17,6 +17,7 @@
 #define QPS_NL_NH_SLOTS 256
 #define QPS_NL_RESOLVE_MS 3000		/* ARP gives up after ~3 s too */
 #define QPS_NL_EV_PERIOD_NS 1000000	/* netlink events drained per ms */
+#define QPS_NL_REFUSED_SLOTS 64
 
 struct nl_sock;
 struct nl_cb;
@@ -24,6 +25,12 @@ struct nl_cb;
 struct qps_nl_nh {
 	uint32_t addr;		/* next hop, network order; 0 = free */
 	uint8_t mac[6];
+};
+
+/* A destination refused, and said why, in generation @gen (0: none). */
+struct qps_nl_refused {
+	uint32_t addr;		/* network order */
+	uint64_t gen;
 };
 
 struct qps_nl_route {
@@ -49,6 +56,10 @@ struct qps_nl_route {
 	 * the owner after open; the packet provider leaves it off, since
 	 * frames it sends never reach local sockets. */
 	bool local_ok;
+	/* Why a destination is refused is printed once per destination
+	 * and generation, not on every send of an outage. */
+	struct qps_nl_refused refused[QPS_NL_REFUSED_SLOTS];
+	bool quiet;			/* this resolve's refusal was said */
 };
 
 /*

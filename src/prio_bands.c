@@ -96,9 +96,10 @@ void qps_prio_destroy(struct qps_prio *b)
 static bool qps_prio_flag(struct qps_prio *b, bool sc)
 {
 	uint32_t s = atomic_load_explicit(&b->state, memory_order_seq_cst);
-	uint32_t n;
 
 	for (;;) {
+		uint32_t n;
+
 		if (sc && s == (QPS_PRIO_OWNER | QPS_PRIO_MISSED))
 			return false;
 		n = s ? (s | QPS_PRIO_MISSED) : QPS_PRIO_OWNER;
@@ -119,11 +120,11 @@ static bool qps_prio_flag(struct qps_prio *b, bool sc)
  */
 static bool qps_prio_backlog(struct qps_prio *b)
 {
-	uint32_t n;
 	int i;
 
 	for (i = 0; i < QPS_PRIO_BANDS; i++) {
-		n = qps_mpsc_count(&b->ring[i]);
+		uint32_t n = qps_mpsc_count(&b->ring[i]);
+
 		if (n > 1 || (n == 1 && qps_mpsc_ready(&b->ring[i], 0)))
 			return true;
 	}
@@ -174,12 +175,15 @@ static bool qps_prio_more(struct qps_prio *b, int band, uint32_t n)
 static uint32_t qps_prio_drain(struct qps_prio *b, bool *stopped)
 {
 	void *items[QPS_PRIO_BURST_MAX];
-	uint32_t total = 0, n = 0, k;
-	bool more;
-	int band, ret;
+	uint32_t total = 0, n = 0;
+	int band;
 
 	*stopped = true;
 	for (;;) {
+		uint32_t k;
+		bool more;
+		int ret;
+
 		if (atomic_load_explicit(&b->paused, memory_order_relaxed))
 			return total;
 		for (band = 0; band < QPS_PRIO_BANDS; band++) {
@@ -278,7 +282,7 @@ static inline void qps_prio_relax(void)
  */
 static bool qps_prio_linger(struct qps_prio *b, int64_t until)
 {
-	int64_t now = qps_prio_now_ns(), look, idle_end;
+	int64_t now = qps_prio_now_ns(), idle_end;
 	int band;
 
 	if (!b->linger_ns || now >= until)
@@ -294,7 +298,8 @@ static bool qps_prio_linger(struct qps_prio *b, int64_t until)
 		 * locked instruction waits for it to come back. The clock
 		 * (vDSO, TSC) touches no shared line.
 		 */
-		look = now + QPS_PRIO_LINGER_POLL_NS;
+		int64_t look = now + QPS_PRIO_LINGER_POLL_NS;
+
 		do {
 			qps_prio_relax();
 			now = qps_prio_now_ns();
@@ -418,12 +423,12 @@ int qps_prio_enqueue_wait(struct qps_prio *b, void *item, unsigned int prio,
 			  uint32_t bytes, int64_t timeout_ns)
 {
 	int64_t deadline = 0;
-	int ret;
 
 	if (timeout_ns > 0)
 		deadline = qps_prio_now_ns() + timeout_ns;
 	for (;;) {
-		ret = qps_prio_send(b, item, prio, bytes, false);
+		int ret = qps_prio_send(b, item, prio, bytes, false);
+
 		if (ret != -EAGAIN)
 			return ret;
 		if (timeout_ns == 0 ||
@@ -471,17 +476,18 @@ struct qps_mpsc *qps_prio_test_ring(struct qps_prio *b, unsigned int band)
 
 int qps_prio_stats(const struct qps_prio *b, struct qps_prio_stats *st)
 {
-	struct qps_prio_band_stats *bs;
-	const struct qps_mpsc *r;
-	uint64_t h, c, i;
 	int band;
 
 	memset(st, 0, sizeof(*st));
 	for (band = 0; band < QPS_PRIO_BANDS; band++) {
-		r = &b->ring[band];
-		bs = &st->band[band];
-		c = atomic_load_explicit(&r->cons, memory_order_relaxed);
-		h = atomic_load_explicit(&r->head, memory_order_relaxed);
+		const struct qps_mpsc *r = &b->ring[band];
+		struct qps_prio_band_stats *bs = &st->band[band];
+		uint64_t c = atomic_load_explicit(&r->cons,
+						  memory_order_relaxed);
+		uint64_t h = atomic_load_explicit(&r->head,
+						  memory_order_relaxed);
+		uint64_t i;
+
 		bs->enqueued = h;
 		bs->dequeued = c;
 		bs->depth = qps_mpsc_used(h, c);

@@ -70,13 +70,12 @@ static void qps_sq_generic_drop(struct qps_sq *sq)
 int qps_sq_generic_ring(struct qps_sq *sq)
 {
 	const struct qps_provider_ops *ops = sq->ctx->ops;
-	struct ibv_send_wr *bad;
 	int rung = 0, tries = 0;
-	int ret;
 
 	while (sq->pend_head) {
-		bad = NULL;
-		ret = ops->post_send(sq->qp, sq->pend_head, &bad);
+		struct ibv_send_wr *bad = NULL;
+		int ret = ops->post_send(sq->qp, sq->pend_head, &bad);
+
 		if (ret == 0) {
 			sq->pend_head = sq->pend_tail = NULL;
 			return rung + 1;

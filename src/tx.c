@@ -76,11 +76,12 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 
 int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
 {
-	int total = 0, ret, err = 0;
+	int total = 0, err = 0;
 	uint32_t i;
 
 	for (i = 0; i < ctx->nsq; i++) {
 		struct qps_sq *sq = &ctx->sq[i];
+		int ret;
 
 		pthread_mutex_lock(&sq->lock);
 		qps_db_ring_locked(sq, cause);
@@ -233,10 +234,10 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
 				  bool dontwait, uint32_t *slot)
 {
 	uint64_t deadline = 0;
-	int ret;
 
 	while (!qps_tx_room_locked(sq)) {
-		ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
+		int ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
+
 		if (ret < 0)
 			return ret;
 		ret = qps_tx_reap_locked(sq);
@@ -324,7 +325,9 @@ static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
 {
 	struct qps_sq *sq = &r->ctx->sq[q];
 
-	if (r->sq == sq)
+	/* Held already? NULL r->sq holds none: compared by index so that
+	 * it can never match (ctx->sq has nsq >= 1 entries, never NULL). */
+	if (r->sq && r->sq->idx == q)
 		return;
 	/* One send queue lock at a time: no order between them to keep. */
 	if (r->sq)
@@ -339,9 +342,7 @@ static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
 static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 {
 	uint64_t left = r->touched;
-	struct qps_sq *sq;
-	int ret = 0, err;
-	uint32_t q;
+	int ret = 0;
 
 	if (r->sq) {
 		ret = qps_tx_end_locked(r->sq, more);
@@ -350,9 +351,11 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 		r->sq = NULL;
 	}
 	while (left) {
-		q = (uint32_t)__builtin_ctzll(left);
+		uint32_t q = (uint32_t)__builtin_ctzll(left);
+		struct qps_sq *sq = &r->ctx->sq[q];
+		int err;
+
 		left &= left - 1;
-		sq = &r->ctx->sq[q];
 		pthread_mutex_lock(&sq->lock);
 		err = qps_tx_end_locked(sq, more);
 		pthread_mutex_unlock(&sq->lock);
@@ -377,11 +380,12 @@ static int qps_tx_hold_peer(struct qps_ep *ep, struct qps_tx_run *r,
 	 * qps_txq_pick_cached under that lock. */
 	int32_t q = atomic_load_explicit(&ep->txq_cache.qp,
 					 memory_order_relaxed);
-	int got;
 
 	if ((uint32_t)q >= ctx->nsq)	/* unset: compute under any lock */
 		q = r->sq ? (int32_t)r->sq->idx : 0;
 	for (;;) {
+		int got;
+
 		qps_tx_run_lock(r, (uint32_t)q);
 		if (!ep->connected)
 			return -EDESTADDRREQ;
@@ -432,13 +436,12 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 		       uint32_t len, unsigned int prio, bool dontwait)
 {
 	void *item = (void *)((uintptr_t)slot + 1);
-	int64_t timeout;
 	int ret;
 
 	if (dontwait) {
 		ret = qps_prio_enqueue(sq->prio, item, prio, len);
 	} else {
-		timeout = ep->sndtimeo_ms ?
+		int64_t timeout = ep->sndtimeo_ms ?
 			  (int64_t)ep->sndtimeo_ms * 1000000 : -1;
 		ret = qps_prio_enqueue_wait(sq->prio, item, prio, len,
 					    timeout);

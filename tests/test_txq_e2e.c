@@ -133,8 +133,10 @@ static void recv_pkt(struct qps_ep *ep, uint32_t flow, uint32_t seq)
 }
 
 #define BOTH_PATHS(fn) \
-	static void fn##_generic(void) { fn(QPS_TX_PATH_GENERIC); } \
-	static void fn##_direct(void) { fn(QPS_TX_PATH_DIRECT); }
+	static void fn##_generic(void) \
+	{ T_EXCLUDED_RETURN(); fn(QPS_TX_PATH_GENERIC); } \
+	static void fn##_direct(void) \
+	{ T_EXCLUDED_RETURN(); fn(QPS_TX_PATH_DIRECT); }
 
 /* --- attributes ---------------------------------------------------------- */
 
@@ -790,6 +792,8 @@ static void test_concurrent(void)
 	uint64_t sent = 0, drops;
 	uint32_t k, f, j;
 	bool collide = false;
+
+	T_EXCLUDED_RETURN();
 
 	t_wire_name(g_wire, sizeof(g_wire), "txq-cc");
 	a = mkctx(IP_A, QPS_TX_PATH_AUTO, 4, QPS_TX_POLICY_CPU,

@@ -25,10 +25,17 @@
 #define EMU_ATTACH_WAIT_MS 2000
 #define EMU_ATTACH_TRIES 8
 
-static uint64_t round_up(uint64_t v, uint64_t a)
-{
-	return (v + a - 1) / a * a;
-}
+#define EMU_ROUND_UP(v, a) (((uint64_t)(v) + (a) - 1) / (a) * (a))
+
+/*
+ * The layout this build computes. The header carries a copy that attach
+ * compares (geometry_ok); addressing never reads it back, because any
+ * peer can rewrite the header at any time.
+ */
+#define EMU_HDR_SIZE EMU_ROUND_UP(sizeof(struct qps_emu_wire_hdr), EMU_PAGE)
+#define EMU_CTL_SIZE EMU_ROUND_UP(sizeof(struct qps_emu_shm_port), EMU_PAGE)
+#define EMU_PORT_STRIDE \
+	(EMU_CTL_SIZE + QPS_EMU_QAREA_SIZE + QPS_EMU_POOL_SIZE)
 
 int qps_emu_mutex_init_shared(pthread_mutex_t *m)
 {
@@ -47,16 +54,117 @@ int qps_emu_mutex_init_shared(pthread_mutex_t *m)
 	return -r;
 }
 
+/* A CQ ring as delivery checks it (emu_cq.c), each field read once. */
+struct repair_ring {
+	struct qps_emu_shm_cq *scq;
+	uint32_t cnt;
+	uint64_t off;
+};
+
+static bool repair_cq(struct qps_emu_shm_port *sp, uint32_t slot,
+		      struct repair_ring *r)
+{
+	if (slot >= QPS_EMU_MAX_CQ)
+		return false;
+	r->scq = &sp->cq[slot];
+	r->cnt = __atomic_load_n(&r->scq->cqe_cnt, __ATOMIC_RELAXED);
+	r->off = __atomic_load_n(&r->scq->ring_off, __ATOMIC_RELAXED);
+	return r->scq->state == QPS_EMU_SLOT_ACTIVE &&
+	       qps_emu_is_pow2(r->cnt) && r->cnt <= QPS_EMU_MAX_CQE &&
+	       r->off % sizeof(struct mlx4_cqe) == 0 &&
+	       r->off <= QPS_EMU_QAREA_SIZE &&
+	       (uint64_t)r->cnt * sizeof(struct mlx4_cqe) <=
+	       QPS_EMU_QAREA_SIZE - r->off;
+}
+
+/* CQE @idx of @r, and whether its owner byte makes it valid for the pass
+ * @idx belongs to (i.e. it was written for @idx). */
+static const struct mlx4_cqe *repair_cqe(const struct repair_ring *r,
+					 uint8_t *qarea, uint32_t idx,
+					 bool *valid)
+{
+	const struct mlx4_cqe *cqe =
+		(const struct mlx4_cqe *)(const void *)(qarea + r->off) +
+		(idx & (r->cnt - 1));
+	/* Acquire: pairs with the owner-byte store in qps_emu_cq_write();
+	 * a valid owner byte means the body before it is written. */
+	uint8_t own = __atomic_load_n(&cqe->owner_sr_opcode, __ATOMIC_ACQUIRE);
+
+	*valid = !!(own & MLX4_CQE_OWNER_MASK) == !!(idx & r->cnt);
+	return cqe;
+}
+
 /*
- * Returns 0, 1 when the lock was taken over from a holder that died, or
- * -errno. After a takeover the protected state may be half-updated; that
- * is tolerable because every reader of shared state validates it.
+ * A process that died holding a port's rx_lock may have stopped inside a
+ * delivery, whose shared writes are, in order: the CQE body, its owner
+ * byte, the CQ's prod, the RQ's tail (qps_emu_rq_deliver,
+ * qps_emu_cq_write). Roll that delivery forward so that the indices
+ * agree with what the owner can already see:
+ *  - a CQE valid at prod was written: advance prod (otherwise the owner
+ *    consumes it, cons passes prod, and producers find the CQ corrupt
+ *    from then on);
+ *  - a receive CQE just below prod for the WQE at an RQ's tail consumed
+ *    that WQE: advance tail (otherwise the next frame lands in the same
+ *    buffer, which the owner may already have handed on).
+ * Both tests are false on a consistent port, so a port that needs no
+ * repair is left as it is. Indices and geometry are checked as delivery
+ * checks them: the dead holder may as well have been hostile. rx_lock
+ * held.
+ */
+static void port_repair(struct qps_emu_shm_port *sp)
+{
+	uint8_t *qarea = (uint8_t *)sp + EMU_CTL_SIZE;
+	const struct mlx4_cqe *cqe;
+	struct repair_ring r;
+	unsigned int i, n;
+	uint32_t prod, tail;
+	bool valid;
+
+	for (i = 0; i < QPS_EMU_MAX_CQ; i++) {
+		if (!repair_cq(sp, i, &r))
+			continue;
+		prod = r.scq->prod;
+		for (n = 0; n < r.cnt; n++) {
+			repair_cqe(&r, qarea, prod, &valid);
+			if (!valid)
+				break;
+			prod++;
+		}
+		r.scq->prod = prod;
+	}
+	for (i = 0; i < QPS_EMU_MAX_RQ; i++) {
+		struct qps_emu_shm_rq *srq = qps_emu_rq_checked(sp, (int)i);
+
+		if (!srq || !repair_cq(sp, srq->cq, &r))
+			continue;
+		tail = srq->tail;
+		if (__atomic_load_n(&srq->head, __ATOMIC_ACQUIRE) == tail)
+			continue;
+		cqe = repair_cqe(&r, qarea, r.scq->prod - 1, &valid);
+		if (valid && !(cqe->owner_sr_opcode & MLX4_CQE_IS_SEND_MASK) &&
+		    srq->qpn &&
+		    (be32toh(cqe->vlan_my_qpn) & MLX4_CQE_QPN_MASK) ==
+		    (srq->qpn & MLX4_CQE_QPN_MASK) &&
+		    be16toh(cqe->wqe_index) == (uint16_t)tail)
+			srq->tail = tail + 1;
+	}
+}
+
+/*
+ * Lock a port's rx_lock (every caller outside this file passes one; the
+ * wire header's lock goes through wire_lock()). Returns 0, 1 when the
+ * lock was taken over from a holder that died, or -errno. After a
+ * takeover the port is repaired (port_repair); whatever else the holder
+ * left half-written is tolerable because every reader of shared state
+ * validates it.
  */
 int qps_emu_lock(pthread_mutex_t *m)
 {
 	int r = pthread_mutex_lock(m);
 
 	if (r == EOWNERDEAD) {
+		port_repair(qps_emu_container_of(m, struct qps_emu_shm_port,
+						 rx_lock));
 		pthread_mutex_consistent(m);
 		return 1;
 	}
@@ -68,19 +176,35 @@ void qps_emu_unlock(pthread_mutex_t *m)
 	pthread_mutex_unlock(m);
 }
 
+/* The wire header's lock: what it guards (slots, addresses, nports,
+ * unlinked) is re-derived by every holder (reclaim_dead), so a takeover
+ * needs no repair. 0 or -errno. */
+static int wire_lock(struct qps_emu_wire_hdr *h)
+{
+	int r = pthread_mutex_lock(&h->lock);
+
+	if (r == EOWNERDEAD) {
+		pthread_mutex_consistent(&h->lock);
+		return 0;
+	}
+	return -r;
+}
+
+static void wire_unlock(struct qps_emu_wire_hdr *h)
+{
+	pthread_mutex_unlock(&h->lock);
+}
+
 static void wire_geometry(struct qps_emu_wire_hdr *g)
 {
 	memset(g, 0, sizeof(*g));
 	g->version = QPS_EMU_VERSION;
 	g->max_ports = QPS_EMU_MAX_PORTS;
-	g->hdr_size = (uint32_t)round_up(sizeof(struct qps_emu_wire_hdr),
-					 EMU_PAGE);
-	g->port_ctl_size = (uint32_t)round_up(sizeof(struct qps_emu_shm_port),
-					      EMU_PAGE);
+	g->hdr_size = (uint32_t)EMU_HDR_SIZE;
+	g->port_ctl_size = (uint32_t)EMU_CTL_SIZE;
 	g->qarea_size = QPS_EMU_QAREA_SIZE;
 	g->pool_size = QPS_EMU_POOL_SIZE;
-	g->port_stride = (uint64_t)g->port_ctl_size + g->qarea_size +
-			 g->pool_size;
+	g->port_stride = EMU_PORT_STRIDE;
 	g->size = g->hdr_size + g->max_ports * g->port_stride;
 }
 
@@ -118,9 +242,33 @@ static void sleep_ms(unsigned int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Gone, or a zombie its parent has not reaped yet: either way it will
+ * never touch the wire again (its robust locks were released when its
+ * threads exited). */
 static bool pid_dead(int32_t pid)
 {
-	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return false;
+	if (kill(pid, 0) < 0)
+		return errno == ESRCH;
+	if (snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid) >=
+	    (int)sizeof(path))
+		return false;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	/* "pid (comm) S ...": comm may hold spaces and parentheses. */
+	p = strrchr(buf, ')');
+	return p && (p[1] == ' ') && (p[2] == 'Z' || p[2] == 'X');
 }
 
 static int wire_create(int fd, struct qps_emu_wire *w,
@@ -236,7 +384,8 @@ static int shm_name_of(const char *name, char *buf, size_t len)
 
 	if (n == 0 || n >= QPS_EMU_NAME_MAX || strchr(name, '/'))
 		return -EINVAL;
-	snprintf(buf, len, "%s%s", QPS_EMU_SHM_PREFIX, name);
+	if ((size_t)snprintf(buf, len, "%s%s", QPS_EMU_SHM_PREFIX, name) >= len)
+		return -ENAMETOOLONG;
 	return 0;
 }
 
@@ -251,7 +400,9 @@ int qps_emu_wire_attach(const char *name, struct qps_emu_wire *w)
 		return r;
 	wire_geometry(&g);
 	memset(w, 0, sizeof(*w));
-	snprintf(w->name, sizeof(w->name), "%s", name);
+	if ((size_t)snprintf(w->name, sizeof(w->name), "%s", name) >=
+	    sizeof(w->name))
+		return -ENAMETOOLONG;
 	for (tries = 0; tries < EMU_ATTACH_TRIES; tries++) {
 		int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
 
@@ -286,21 +437,23 @@ void qps_emu_wire_detach(struct qps_emu_wire *w)
 	w->hdr = NULL;
 }
 
+/* From this build's geometry (which attach checked the segment's size
+ * against), never from the header: see EMU_HDR_SIZE. */
 struct qps_emu_shm_port *qps_emu_port_ctl(const struct qps_emu_wire *w,
 					  unsigned int port)
 {
-	return (void *)((uint8_t *)w->base + w->hdr->hdr_size +
-			port * w->hdr->port_stride);
+	return (void *)((uint8_t *)w->base + EMU_HDR_SIZE +
+			port * EMU_PORT_STRIDE);
 }
 
 uint8_t *qps_emu_port_qarea(const struct qps_emu_wire *w, unsigned int port)
 {
-	return (uint8_t *)qps_emu_port_ctl(w, port) + w->hdr->port_ctl_size;
+	return (uint8_t *)qps_emu_port_ctl(w, port) + EMU_CTL_SIZE;
 }
 
 uint8_t *qps_emu_port_pool(const struct qps_emu_wire *w, unsigned int port)
 {
-	return qps_emu_port_qarea(w, port) + w->hdr->qarea_size;
+	return qps_emu_port_qarea(w, port) + QPS_EMU_QAREA_SIZE;
 }
 
 void qps_emu_port_mac(unsigned int port, uint8_t mac[6])
@@ -437,11 +590,11 @@ int qps_emu_port_attach(struct qps_emu_dev *dev,
 	uint32_t addr;
 	int r;
 
-	r = qps_emu_lock(&w->hdr->lock);
+	r = wire_lock(w->hdr);
 	if (r < 0)
 		return r;
 	if (w->hdr->unlinked) {
-		qps_emu_unlock(&w->hdr->lock);
+		wire_unlock(w->hdr);
 		return -EAGAIN;
 	}
 	reclaim_dead(w);
@@ -464,11 +617,15 @@ int qps_emu_port_attach(struct qps_emu_dev *dev,
 	dev->sp = qps_emu_port_ctl(w, slot);
 	dev->qarea = qps_emu_port_qarea(w, slot);
 	dev->pool = qps_emu_port_pool(w, slot);
-	dev->mtu = w->hdr->mtu;
+	/* Read once and checked again: attach validated the header, but a
+	 * peer may have rewritten it since. */
+	dev->mtu = __atomic_load_n(&w->hdr->mtu, __ATOMIC_RELAXED);
+	if (dev->mtu < QPS_EMU_MTU_MIN || dev->mtu > QPS_EMU_MTU_MAX)
+		dev->mtu = QPS_EMU_MTU_DEFAULT;
 	w->hdr->nports++;
 	bump_route_gen(w->hdr);
 out:
-	qps_emu_unlock(&w->hdr->lock);
+	wire_unlock(w->hdr);
 	return r;
 }
 
@@ -480,7 +637,7 @@ void qps_emu_port_detach(struct qps_emu_dev *dev)
 
 	if (!qps_emu_owner(dev))
 		return;
-	locked = qps_emu_lock(&w->hdr->lock);
+	locked = wire_lock(w->hdr);
 
 	if (qps_emu_lock(&sp->rx_lock) >= 0) {
 		/* Release: pairs with port_state(). Only our own slot: a
@@ -503,7 +660,7 @@ void qps_emu_port_detach(struct qps_emu_dev *dev)
 		if (!shm_name_of(w->name, shm_name, sizeof(shm_name)))
 			shm_unlink(shm_name);
 	}
-	qps_emu_unlock(&w->hdr->lock);
+	wire_unlock(w->hdr);
 }
 
 unsigned int qps_emu_wire_tx(struct qps_emu_dev *dev, const uint8_t *frame,
@@ -640,7 +797,7 @@ int qps_emu_resolve(struct qps_dev *d, struct in_addr dst,
 		return -EHOSTUNREACH;
 	/* Under the wire lock: a slot being re-attached is never seen
 	 * half-written. */
-	r = qps_emu_lock(&w->hdr->lock);
+	r = wire_lock(w->hdr);
 	if (r < 0)
 		return r;
 	r = -EHOSTUNREACH;
@@ -654,7 +811,7 @@ int qps_emu_resolve(struct qps_dev *d, struct in_addr dst,
 			break;
 		}
 	}
-	qps_emu_unlock(&w->hdr->lock);
+	wire_unlock(w->hdr);
 	return r;
 }
 

@@ -160,6 +160,8 @@ static void udp_checks(struct emit *e, const struct qps_flow_rule *r)
 	/* Ports beyond the frame: broken UDP, matches (see top). */
 	op(e, BPF_LDX | BPF_B | BPF_MSH, QPS_PACKET_ETH_HLEN, 0, 0);
 	op(e, BPF_MISC | BPF_TXA, 0, 0, 0);
+	/* BPF_ADD and BPF_K are both 0, named as the BPF idiom does.
+	 * NOLINTNEXTLINE(misc-redundant-expression) */
 	op(e, BPF_ALU | BPF_ADD | BPF_K, QPS_PACKET_ETH_HLEN + 4, 0, 0);
 	op(e, BPF_MISC | BPF_TAX, 0, 0, 0);
 	op(e, BPF_LD | BPF_W | BPF_LEN, 0, 0, 0);

@@ -48,13 +48,16 @@ static const char *dev_name(const struct qps_dev_attr *attr)
 static int query_link(struct qps_packet_dev *dev, const char *name)
 {
 	struct ifreq ifr;
-	int fd, ret = 0;
+	int fd, ret;
 
+	memset(&ifr, 0, sizeof(ifr));
+	ret = snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	if (ret < 0 || (size_t)ret >= sizeof(ifr.ifr_name))
+		return -ENODEV;
+	ret = 0;
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
 	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
 		ret = -errno;
 		goto out;
@@ -90,7 +93,6 @@ static int pick_addr(struct qps_packet_dev *dev, const char *name,
 {
 	struct ifaddrs *ifa, *it;
 	bool found = false;
-	char buf[INET_ADDRSTRLEN];
 
 	if (getifaddrs(&ifa) < 0)
 		return -errno;
@@ -98,7 +100,7 @@ static int pick_addr(struct qps_packet_dev *dev, const char *name,
 		const struct sockaddr_in *sin = (const void *)it->ifa_addr;
 
 		if (!sin || sin->sin_family != AF_INET ||
-		    strcmp(it->ifa_name, name))
+		    strcmp(it->ifa_name, name) != 0)
 			continue;
 		if (attr && attr->addr_set &&
 		    sin->sin_addr.s_addr != attr->addr.s_addr)
@@ -109,12 +111,15 @@ static int pick_addr(struct qps_packet_dev *dev, const char *name,
 	freeifaddrs(ifa);
 	if (found)
 		return 0;
-	if (attr && attr->addr_set)
+	if (attr && attr->addr_set) {
+		char buf[INET_ADDRSTRLEN];
+
 		qps_packet_log("%s is not an address of %s",
 			       inet_ntop(AF_INET, &attr->addr, buf,
 					 sizeof(buf)), name);
-	else
+	} else {
 		qps_packet_log("%s has no IPv4 address", name);
+	}
 	return -EADDRNOTAVAIL;
 }
 
@@ -140,7 +145,9 @@ static int dev_setup(struct qps_packet_dev *dev, const char *name,
 		qps_packet_log("no network interface named %s", name);
 		return -ENODEV;
 	}
-	snprintf(dev->info.name, sizeof(dev->info.name), "%s", name);
+	ret = snprintf(dev->info.name, sizeof(dev->info.name), "%s", name);
+	if (ret < 0 || (size_t)ret >= sizeof(dev->info.name))
+		return -ENODEV;
 	ret = query_link(dev, name);
 	if (ret < 0)
 		return ret;

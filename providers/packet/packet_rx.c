@@ -112,9 +112,9 @@ static bool udp_csum_complete(uint8_t *f, uint32_t len)
 	sum = sum16(udp, ulen, sum);
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
-	c = (uint16_t)~sum;
-	if (!c)
-		c = 0xffff;	/* 0 would mean "no checksum" */
+	/* A sum of 0xffff complements to 0, which would mean "no
+	 * checksum": sent as 0xffff, its other form (RFC 768). */
+	c = sum == 0xffff ? 0xffff : (uint16_t)~sum;
 	udp[6] = (uint8_t)(c >> 8);
 	udp[7] = (uint8_t)c;
 	return true;
@@ -195,12 +195,12 @@ int qps_packet_rx_poll(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
 		       int num, struct ibv_wc *wc)
 {
 	struct qps_packet_flow *fl;
-	unsigned int i = 0, skip;
 	int n = 0;
 
 	pthread_mutex_lock(&qp->rq_lock);
 	if (qp->nflows) {
-		skip = qp->rr++ % qp->nflows;
+		unsigned int i = 0, skip = qp->rr++ % qp->nflows;
+
 		/* Two passes: from the flow whose turn it is, then the rest. */
 		for (fl = dev->flows; fl && n < num; fl = fl->next) {
 			if (fl->base.qp != &qp->base)
@@ -307,8 +307,8 @@ static bool group_mac(const struct qps_flow_rule *r)
 {
 	static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 
-	return !memcmp(r->mac_mask, bcast, 6) && (r->mac[0] & 1) &&
-	       memcmp(r->mac, bcast, 6);
+	return memcmp(r->mac_mask, bcast, 6) == 0 && (r->mac[0] & 1) &&
+	       memcmp(r->mac, bcast, 6) != 0;
 }
 
 static void flow_close(struct qps_packet_dev *dev, struct qps_packet_flow *fl)

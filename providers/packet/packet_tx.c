@@ -4,7 +4,7 @@
  *
  * post_send copies each WR's frame into the next ring frame and hands it
  * to the kernel (TP_STATUS_SEND_REQUEST); the chain ends with one kick,
- * send(fd, NULL, 0, MSG_DONTWAIT), which is this provider's doorbell. The
+ * a zero-length send(), which is this provider's doorbell. The
  * kernel turns the frame SENDING and back to AVAILABLE once the skb is
  * freed (at once on veth, at TX completion on a NIC): that is the send
  * completion, reaped in WR order by polling the send CQ.
@@ -18,6 +18,7 @@
  * qdisc, no taps: tcpdump cannot see these frames) and PACKET_LOSS (a
  * malformed frame is skipped instead of stalling the ring).
  */
+#define _GNU_SOURCE	/* strerrordesc_np: strerror is not thread safe */
 #include "packet.h"
 
 #include <errno.h>
@@ -123,9 +124,12 @@ static void tx_flush_unsent(struct qps_packet_qp *qp, int err)
 		qps_packet_count(&qp->tx_drops, 1);
 	}
 	if (found) {
+		const char *why = strerrordesc_np(err);
+
 		qps_packet_log("send on QP %u failed: %s; %u frame(s) "
 			       "completed with an error", qp->base.qp_num,
-			       strerror(err), qp->tx_prod - first);
+			       why ? why : "unknown error",
+			       qp->tx_prod - first);
 		qp->tx_prod = first;
 	}
 	qp->kick_pending = false;
@@ -134,7 +138,10 @@ static void tx_flush_unsent(struct qps_packet_qp *qp, int err)
 /* The doorbell. sq_lock held. */
 static void tx_kick(struct qps_packet_qp *qp)
 {
-	ssize_t r = send(qp->tx_fd, NULL, 0, MSG_DONTWAIT);
+	/* Length 0: the kernel sends what the ring holds and reads no
+	 * buffer; any address will do. */
+	static const uint8_t none;
+	ssize_t r = send(qp->tx_fd, &none, 0, MSG_DONTWAIT);
 	int err = errno;
 
 	qps_packet_count(&qp->doorbells, 1);
