@@ -149,6 +149,23 @@ void t_sleep_ms(unsigned int ms)
 	nanosleep(&ts, NULL);
 }
 
+uint64_t t_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint32_t t_ip4(const char *s)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, s, &a) != 1)
+		return 0;
+	return a.s_addr;
+}
+
 void t_ctxs_add(struct t_ctxs *s, struct qps_ctx *ctx)
 {
 	if (ctx && s->n < T_CTX_MAX)

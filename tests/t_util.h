@@ -110,6 +110,12 @@ void t_thread_stop(pthread_t t, int *stop);
 /* Sleep @ms milliseconds (tests let in-flight traffic settle). */
 void t_sleep_ms(unsigned int ms);
 
+/* CLOCK_MONOTONIC in milliseconds, for test deadlines. */
+uint64_t t_now_ms(void);
+
+/* The IPv4 address @s (dotted quad) in network order; 0 if malformed. */
+uint32_t t_ip4(const char *s);
+
 /* The provider the suite runs on: $QPS_PROVIDER ("verbs" under
  * tests/verbs/run-on-shim.sh), else "emu". */
 const char *t_provider(void);

@@ -4,6 +4,7 @@
  * CQs, RQs, steering, the shared-memory wire, validation of what peers
  * write, stepping mode and events.
  */
+#include "t_emu.h"
 #include "t_util.h"
 
 #include <arpa/inet.h>
@@ -41,21 +42,13 @@ struct port {
 
 /* --- helpers ---------------------------------------------------------- */
 
-static uint32_t ip4(const char *s)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, s, &a);
-	return a.s_addr;
-}
-
 static int dev_open(const char *ip, struct qps_dev **dev)
 {
 	struct qps_dev_attr attr = { .dev = g_wire };
 
 	if (ip) {
 		attr.addr_set = true;
-		attr.addr.s_addr = ip4(ip);
+		attr.addr.s_addr = t_ip4(ip);
 	}
 	return E->open(&attr, dev);
 }
@@ -267,32 +260,6 @@ static int send_to(struct port *from, const struct port *to, uint32_t seq,
 			seq, n, true);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Poll @cq until @want completions arrived or @ms passed. */
-static int poll_wait(struct qps_cq *cq, struct ibv_wc *wc, int want, int ms)
-{
-	uint64_t end = now_ms() + (uint64_t)ms;
-	int n = 0;
-
-	for (;;) {
-		int r = E->poll_cq(cq, want - n, wc + n);
-
-		CU_ASSERT_FATAL(r >= 0);
-		n += r;
-		if (n >= want || now_ms() >= end)
-			return n;
-		if (!r)
-			usleep(1000);
-	}
-}
-
 /* Receive up to @max frames on @p, record their seqs, repost buffers. */
 static int recv_seqs(struct port *p, uint32_t *seqs, int max, int ms)
 {
@@ -300,7 +267,7 @@ static int recv_seqs(struct port *p, uint32_t *seqs, int max, int ms)
 	int i, n;
 
 	CU_ASSERT_FATAL(max <= 64);
-	n = poll_wait(p->rcq, wc, max, ms);
+	n = t_emu_poll_wait(p->rcq, wc, max, ms);
 	for (i = 0; i < n; i++) {
 		CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
 		CU_ASSERT_EQUAL(wc[i].opcode, IBV_WC_RECV);
@@ -322,14 +289,6 @@ static int drain(struct qps_cq *cq)
 	while ((r = E->poll_cq(cq, 64, wc)) > 0)
 		n += r;
 	return n;
-}
-
-static struct qps_emu_counters ctrs(struct port *p)
-{
-	struct qps_emu_counters c;
-
-	CU_ASSERT_EQUAL(qps_emu_counters_all(p->dev, &c), 0);
-	return c;
 }
 
 /* A libmlx4-style inline SEND WQE at @ind, written through the direct
@@ -417,8 +376,8 @@ static void test_open_query_resolve(void)
 	CU_ASSERT_EQUAL(E->query(a, &ia), 0);
 	CU_ASSERT_EQUAL(E->query(b, &ib), 0);
 	CU_ASSERT_STRING_EQUAL(ia.name, g_wire);
-	CU_ASSERT_EQUAL(ia.addr.s_addr, ip4("198.18.0.1"));
-	CU_ASSERT_EQUAL(ib.addr.s_addr, ip4("198.18.0.77"));
+	CU_ASSERT_EQUAL(ia.addr.s_addr, t_ip4("198.18.0.1"));
+	CU_ASSERT_EQUAL(ib.addr.s_addr, t_ip4("198.18.0.77"));
 	CU_ASSERT_NOT_EQUAL(memcmp(ia.mac, ib.mac, 6), 0);
 	CU_ASSERT_EQUAL(ia.mtu, QPS_EMU_MTU_DEFAULT);
 	CU_ASSERT_EQUAL(ia.max_inline, 224);
@@ -429,13 +388,13 @@ static void test_open_query_resolve(void)
 	CU_ASSERT_EQUAL(memcmp(mac, ib.mac, 6), 0);
 	CU_ASSERT_EQUAL(E->resolve(b, ib.addr, mac), 0);	/* own address */
 	CU_ASSERT_EQUAL(memcmp(mac, ib.mac, 6), 0);
-	d.s_addr = ip4("239.129.2.3");	/* low 23 bits only */
+	d.s_addr = t_ip4("239.129.2.3");	/* low 23 bits only */
 	CU_ASSERT_EQUAL(E->resolve(a, d, mac), 0);
 	CU_ASSERT_EQUAL(memcmp(mac, mc, 6), 0);
 	d.s_addr = INADDR_BROADCAST;
 	CU_ASSERT_EQUAL(E->resolve(a, d, mac), 0);
 	CU_ASSERT_EQUAL(mac[0] & mac[5], 0xff);
-	d.s_addr = ip4("198.18.0.200");
+	d.s_addr = t_ip4("198.18.0.200");
 	CU_ASSERT_EQUAL(E->resolve(a, d, mac), -EHOSTUNREACH);
 
 	gen = E->route_gen(a);
@@ -510,10 +469,10 @@ static void test_sq_owner_wrap(void)
 			CU_ASSERT_EQUAL(seqs[i], next++);
 	}
 	CU_ASSERT_EQUAL(next, sent);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, sent);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.doorbells, (uint64_t)batches);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.tx_cqes, (uint64_t)batches);
-	CU_ASSERT_EQUAL(ctrs(&b).dev.rx_cqes, sent);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes, sent);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.doorbells, (uint64_t)batches);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.tx_cqes, (uint64_t)batches);
+	CU_ASSERT_EQUAL(t_emu_ctrs(b.dev).dev.rx_cqes, sent);
 	port_close(&a);
 	port_close(&b);
 }
@@ -539,18 +498,18 @@ static void test_direct_needs_doorbell(void)
 		(*sq.head)++;
 	}
 	/* Written and owned by the device, but no doorbell yet. */
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, 0);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes, 0);
 	CU_ASSERT_EQUAL(recv_seqs(&b, NULL, 8, 0), 0);
 	CU_ASSERT_EQUAL(E->poll_cq(a.scq, 1, &wc), 0);
 	/* A doorbell carrying another QP's number is ignored. */
 	sq.db_write(a.qp, htobe32((a.qp->qp_num + 1) << 8));
-	CU_ASSERT_EQUAL(ctrs(&a).db_bad, 1);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.doorbells, 0);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).db_bad, 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.doorbells, 0);
 	CU_ASSERT_EQUAL(recv_seqs(&b, NULL, 8, 0), 0);
 
 	sq.db_write(a.qp, sq.doorbell_qpn);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, 3);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.doorbells, 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes, 3);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.doorbells, 1);
 	{
 		uint32_t s[8];
 
@@ -608,7 +567,7 @@ static void test_blueflame(void)
 	direct_wqe(&sq, ind, fr, 150, true);
 	(*sq.head)++;
 	sq.db_write(a.qp, sq.doorbell_qpn);
-	CU_ASSERT_EQUAL_FATAL(poll_wait(b.rcq, wc, 1, 0), 1);
+	CU_ASSERT_EQUAL_FATAL(t_emu_poll_wait(b.rcq, wc, 1, 0), 1);
 	CU_ASSERT_EQUAL(wc[0].byte_len, 150);
 	memcpy(ring_copy, b.bufs + wc[0].wr_id * BUF_SZ, 150);
 	CU_ASSERT_EQUAL(memcmp(ring_copy, fr, 150), 0);
@@ -617,7 +576,7 @@ static void test_blueflame(void)
 
 	/* BlueFlame path; the ring copy is scribbled on after the image was
 	 * taken: the device must use the register. */
-	c0 = ctrs(&a);
+	c0 = t_emu_ctrs(a.dev);
 	ind = *sq.head;
 	size16 = direct_wqe(&sq, ind, fr, 150, true);
 	CU_ASSERT_TRUE(size16 * 16 <= 256);
@@ -626,10 +585,10 @@ static void test_blueflame(void)
 	memset((uint8_t *)sq.buf + ((ind & (sq.wqe_cnt - 1)) << sq.wqe_shift) +
 	       24, 0xaa, 100);
 	sq.bf_copy(a.qp, bf, img, len);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.bf_writes, c0.dev.bf_writes + 1);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.doorbells, c0.dev.doorbells);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, c0.dev.wqes + 1);
-	CU_ASSERT_EQUAL_FATAL(poll_wait(b.rcq, wc, 1, 0), 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.bf_writes, c0.dev.bf_writes + 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.doorbells, c0.dev.doorbells);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes, c0.dev.wqes + 1);
+	CU_ASSERT_EQUAL_FATAL(t_emu_poll_wait(b.rcq, wc, 1, 0), 1);
 	CU_ASSERT_EQUAL(wc[0].byte_len, 150);
 	CU_ASSERT_EQUAL(memcmp(b.bufs + wc[0].wr_id * BUF_SZ, ring_copy, 150),
 			0);
@@ -647,9 +606,9 @@ static void test_blueflame(void)
 	memset(img, 0x55, sizeof(img));	/* and the caller's source */
 	memset((uint8_t *)sq.buf + ((ind & (sq.wqe_cnt - 1)) << sq.wqe_shift) +
 	       24, 0xbb, 100);
-	CU_ASSERT_EQUAL(poll_wait(b.rcq, wc, 1, 0), 0);
+	CU_ASSERT_EQUAL(t_emu_poll_wait(b.rcq, wc, 1, 0), 0);
 	CU_ASSERT_EQUAL(qps_emu_step(a.dev, 0), 1);
-	CU_ASSERT_EQUAL_FATAL(poll_wait(b.rcq, wc, 1, 0), 1);
+	CU_ASSERT_EQUAL_FATAL(t_emu_poll_wait(b.rcq, wc, 1, 0), 1);
 	CU_ASSERT_EQUAL(memcmp(b.bufs + wc[0].wr_id * BUF_SZ, ring_copy, 150),
 			0);
 	post_bufs(&b, (uint32_t)wc[0].wr_id, 1);
@@ -680,11 +639,11 @@ static void test_blueflame(void)
 	CU_ASSERT_EQUAL(*sq.tail, *sq.head);
 
 	/* Bad register writes are counted and ignored. */
-	c0 = ctrs(&a);
+	c0 = t_emu_ctrs(a.dev);
 	sq.bf_copy(a.qp, bf + 64, img, 64);		/* not a half */
 	sq.bf_copy(a.qp, bf, img, 100);			/* not 64-granular */
 	sq.bf_copy(a.qp, bf, img, 512);			/* too long */
-	CU_ASSERT_EQUAL(ctrs(&a).bf_bad, c0.bf_bad + 3);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).bf_bad, c0.bf_bad + 3);
 	/* Another QP's number in bf_qpn: ignored, the WQE stays in the
 	 * ring until a real doorbell. */
 	ind = *sq.head;
@@ -693,19 +652,19 @@ static void test_blueflame(void)
 	len = bf_image(&sq, ind, size16, img);
 	((struct mlx4_wqe_ctrl_seg *)(void *)img)->bf_qpn ^= htobe32(1u << 8);
 	sq.bf_copy(a.qp, bf, img, len);
-	CU_ASSERT_EQUAL(ctrs(&a).db_bad, c0.db_bad + 1);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, c0.dev.wqes);
-	CU_ASSERT_EQUAL(poll_wait(b.rcq, wc, 1, 0), 0);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).db_bad, c0.db_bad + 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes, c0.dev.wqes);
+	CU_ASSERT_EQUAL(t_emu_poll_wait(b.rcq, wc, 1, 0), 0);
 	sq.db_write(a.qp, sq.doorbell_qpn);
 	CU_ASSERT_EQUAL(recv_seqs(&b, NULL, 8, 0), 1);
 	CU_ASSERT_EQUAL(drain(a.scq), 1);
 	/* A stale BF (index already executed) is reduced to a doorbell. */
 	sq.bf_copy(a.qp, bf, img, len);
-	CU_ASSERT_EQUAL(ctrs(&a).db_bad, c0.db_bad + 2);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).db_bad, c0.db_bad + 2);
 	((struct mlx4_wqe_ctrl_seg *)(void *)img)->bf_qpn ^= htobe32(1u << 8);
 	sq.bf_copy(a.qp, bf, img, len);
-	CU_ASSERT_EQUAL(ctrs(&a).bf_bad, c0.bf_bad + 4);
-	CU_ASSERT_EQUAL(poll_wait(b.rcq, wc, 1, 0), 0);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).bf_bad, c0.bf_bad + 4);
+	CU_ASSERT_EQUAL(t_emu_poll_wait(b.rcq, wc, 1, 0), 0);
 	port_close(&a);
 	port_close(&b);
 }
@@ -763,8 +722,8 @@ static void test_cq_owner_wrap(void)
 			CU_ASSERT_EQUAL(wc[i].wr_id, 1000 + i);
 	}
 	CU_ASSERT_TRUE(rcq->cons > 3 * rcq->cqe_cnt);
-	CU_ASSERT_EQUAL(ctrs(&a).tx_cq_overrun, 0);
-	CU_ASSERT_EQUAL(ctrs(&a).tx_no_dest, 40 * 4);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).tx_cq_overrun, 0);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).tx_no_dest, 40 * 4);
 	port_close(&a);
 	port_close(&b);
 }
@@ -780,7 +739,7 @@ static void test_cq_overrun(void)
 	port_open(&a, NULL, 64, 0, 64, 8, false);
 	port_open(&b, NULL, 8, 16, 8, 4, true);
 	CU_ASSERT_EQUAL(send_to(&a, &b, 0, 10), 0);
-	c = ctrs(&b);
+	c = t_emu_ctrs(b.dev);
 	CU_ASSERT_EQUAL(c.dev.rx_cqes, 4);
 	CU_ASSERT_EQUAL(c.dev.rx_cq_overrun, 6);
 	CU_ASSERT_EQUAL(c.dev.rx_drops, 6);
@@ -816,7 +775,7 @@ static void test_steering(void)
 	uint8_t buf[256], buf2[256];
 	struct ibv_flow_attr *fa;
 	struct ibv_wc wc[4];
-	struct in_addr g = { ip4("239.1.1.1") }, g2 = { ip4("239.1.1.2") },
+	struct in_addr g = { t_ip4("239.1.1.1") }, g2 = { t_ip4("239.1.1.2") },
 		       any = { 0 };
 	const uint8_t gmac[6] = { 1, 0, 0x5e, 1, 1, 1 };
 	const uint8_t g2mac[6] = { 1, 0, 0x5e, 1, 1, 2 };
@@ -870,7 +829,7 @@ static void test_steering(void)
 	/* No rule: dropped and counted. */
 	CU_ASSERT_EQUAL(send_to(&a, &b, 4, 1), 0);
 	CU_ASSERT_EQUAL(E->poll_cq(b.rcq, 4, wc), 0);
-	CU_ASSERT_EQUAL(ctrs(&b).dev.rx_no_rule, 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(b.dev).dev.rx_no_rule, 1);
 
 	/* Multicast: joined groups only; MC_DEFAULT takes what no NORMAL
 	 * rule steers. */
@@ -882,11 +841,12 @@ static void test_steering(void)
 	CU_ASSERT_EQUAL_FATAL(E->poll_cq(b.rcq, 4, wc), 1);
 	CU_ASSERT_EQUAL(wc[0].qp_num, b.qp->qp_num);
 	post_bufs(&b, (uint32_t)wc[0].wr_id, 1);
-	frames = ctrs(&b).rx_frames;
+	frames = t_emu_ctrs(b.dev).rx_frames;
 	CU_ASSERT_EQUAL(send_seq(&a, NULL, g2mac, g2.s_addr, 6000, 11, 1,
 				 true), 0);
 	CU_ASSERT_EQUAL(E->poll_cq(b.rcq, 4, wc), 0);
-	CU_ASSERT_EQUAL(ctrs(&b).rx_frames, frames);	/* filtered at L2 */
+	/* filtered at L2 */
+	CU_ASSERT_EQUAL(t_emu_ctrs(b.dev).rx_frames, frames);
 	CU_ASSERT_EQUAL_FATAL(E->create_flow(q2, flow_build(buf,
 		IBV_FLOW_ATTR_NORMAL, 7, gmac, g.s_addr, 6000), &rg), 0);
 	CU_ASSERT_EQUAL(send_seq(&a, NULL, gmac, g.s_addr, 6000, 12, 1, true),
@@ -896,7 +856,7 @@ static void test_steering(void)
 	/* Unicast is not for MC_DEFAULT. */
 	CU_ASSERT_EQUAL(send_to(&a, &b, 13, 1), 0);
 	CU_ASSERT_EQUAL(E->poll_cq(b.rcq, 4, wc), 0);
-	CU_ASSERT_EQUAL(ctrs(&b).dev.rx_no_rule, 2);
+	CU_ASSERT_EQUAL(t_emu_ctrs(b.dev).dev.rx_no_rule, 2);
 	CU_ASSERT_EQUAL(E->destroy_qp(q2), -EBUSY);	/* rg targets it */
 	CU_ASSERT_EQUAL(E->destroy_flow(rg), 0);
 	CU_ASSERT_EQUAL(E->destroy_flow(rmc), 0);
@@ -976,7 +936,7 @@ static void test_corrupt_shared_state(void)
 	saved = *head;
 	*head = srq->tail + 100000;
 	CU_ASSERT_EQUAL(send_to(&a, &b, 0, 1), 0);
-	c = ctrs(&b);
+	c = t_emu_ctrs(b.dev);
 	CU_ASSERT_EQUAL(c.rx_corrupt, 1);
 	CU_ASSERT_EQUAL(c.dev.rx_drops, 1);
 	CU_ASSERT_EQUAL(E->poll_cq(b.rcq, 4, wc), 0);
@@ -1006,7 +966,7 @@ static void test_corrupt_shared_state(void)
 	qps_emu_dev(b.dev)->sp->flow[0].rq = 99;
 	CU_ASSERT_EQUAL(send_to(&a, &b, 6, 1), 0);
 	qps_emu_dev(b.dev)->sp->flow[0].rq = srq - qps_emu_dev(b.dev)->sp->rq;
-	c = ctrs(&b);
+	c = t_emu_ctrs(b.dev);
 	CU_ASSERT_EQUAL(c.rx_corrupt, 6);
 	CU_ASSERT_EQUAL(E->poll_cq(b.rcq, 4, wc), 0);
 
@@ -1023,7 +983,7 @@ static void test_corrupt_shared_state(void)
 	CU_ASSERT_EQUAL_FATAL(E->poll_cq(b.rcq, 4, wc), 1);
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_LOC_PROT_ERR);
 	post_bufs(&b, (uint32_t)wc[0].wr_id, 1);
-	CU_ASSERT_EQUAL(ctrs(&b).rx_corrupt, 7);
+	CU_ASSERT_EQUAL(t_emu_ctrs(b.dev).rx_corrupt, 7);
 
 	/* Bogus CQEs in our CQ: unknown QP, an index that is not the next,
 	 * another port's QP. */
@@ -1048,7 +1008,7 @@ static void test_corrupt_shared_state(void)
 				QPS_EMU_CQE_OK);
 	}
 	CU_ASSERT_EQUAL(E->poll_cq(b.rcq, 4, wc), 0);
-	CU_ASSERT_EQUAL(ctrs(&b).cqe_corrupt, 3);
+	CU_ASSERT_EQUAL(t_emu_ctrs(b.dev).cqe_corrupt, 3);
 	/* A real CQE whose length was tampered with beyond the posted
 	 * buffer: reported as an error, never as a long read. */
 	CU_ASSERT_EQUAL(send_to(&a, &b, 8, 1), 0);
@@ -1057,7 +1017,7 @@ static void test_corrupt_shared_state(void)
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_GENERAL_ERR);
 	CU_ASSERT_EQUAL(wc[0].byte_len, 0);
 	post_bufs(&b, (uint32_t)wc[0].wr_id, 1);
-	CU_ASSERT_EQUAL(ctrs(&b).cqe_corrupt, 4);
+	CU_ASSERT_EQUAL(t_emu_ctrs(b.dev).cqe_corrupt, 4);
 	/* Still working. */
 	CU_ASSERT_EQUAL(send_to(&a, &b, 9, 1), 0);
 	CU_ASSERT_EQUAL(recv_seqs(&b, NULL, 4, 0), 1);
@@ -1075,7 +1035,7 @@ static void test_fuzz_shared_state(void)
 	struct qps_emu_shm_port *sp, saved;
 	struct qps_emu_qp *bq;
 	struct qps_emu_cq *bc;
-	struct in_addr g = { ip4("239.9.9.9") }, any = { 0 };
+	struct in_addr g = { t_ip4("239.9.9.9") }, any = { 0 };
 	const uint8_t gmac[6] = { 1, 0, 0x5e, 9, 9, 9 };
 	uint8_t ring_rq[256], ring_cq[256];
 	unsigned int seed = 12345, it;
@@ -1142,7 +1102,7 @@ static void test_fuzz_shared_state(void)
 		memcpy(bq->rq_ring, ring_rq, sizeof(ring_rq));
 		memcpy(bc->ring, ring_cq, sizeof(ring_cq));
 	}
-	CU_ASSERT_TRUE(ctrs(&b).rx_corrupt > 0);
+	CU_ASSERT_TRUE(t_emu_ctrs(b.dev).rx_corrupt > 0);
 	port_close(&a);
 	port_close(&b);
 }
@@ -1157,7 +1117,7 @@ static int count_rx(struct port *p)
 static void test_unicast_multicast_broadcast(void)
 {
 	struct port a, b, c;
-	struct in_addr g = { ip4("239.2.3.4") }, any = { 0 };
+	struct in_addr g = { t_ip4("239.2.3.4") }, any = { 0 };
 	uint8_t gmac[6] = { 1, 0, 0x5e, 2, 3, 4 };
 	const uint8_t bc[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 	const uint8_t nobody[6] = { 2, 0x51, 0x50, 0, 0, 15 };
@@ -1202,8 +1162,8 @@ static void test_unicast_multicast_broadcast(void)
 	/* Unicast to a MAC nobody has: a successful send, counted. */
 	CU_ASSERT_EQUAL(send_seq(&a, NULL, nobody, 0, 5000, 0, 1, true), 0);
 	CU_ASSERT_EQUAL(send_seq(&a, NULL, foreign, 0, 5000, 0, 1, true), 0);
-	CU_ASSERT_EQUAL(ctrs(&a).tx_no_dest, 2);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.tx_drops, 2);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).tx_no_dest, 2);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.tx_drops, 2);
 	CU_ASSERT_EQUAL(count_rx(&a) + count_rx(&b) + count_rx(&c), 0);
 	CU_ASSERT_EQUAL(drain(a.scq), 7);
 	CU_ASSERT_EQUAL(E->poll_cq(c.scq, 4, wc), 1);
@@ -1221,7 +1181,7 @@ static void test_fork_two_processes(void)
 	char ch;
 	pid_t pid;
 	uint8_t mac[6];
-	struct in_addr peer = { ip4("198.18.0.11") };
+	struct in_addr peer = { t_ip4("198.18.0.11") };
 	struct port peer_port;
 	uint32_t s[64], got = 0;
 	bool ok = true;
@@ -1240,7 +1200,7 @@ static void test_fork_two_processes(void)
 
 		/* No CUnit in here: plain checks and an exit code. */
 		memset(&c, 0, sizeof(c));
-		attr.addr.s_addr = ip4("198.18.0.11");
+		attr.addr.s_addr = t_ip4("198.18.0.11");
 		if (E->open(&attr, &c.dev) || E->query(c.dev, &c.info) ||
 		    E->create_cq(c.dev, 64, &c.scq) ||
 		    E->create_cq(c.dev, 64, &c.rcq))
@@ -1276,8 +1236,8 @@ static void test_fork_two_processes(void)
 		}
 		if (write(go[1], "r", 1) != 1)
 			_exit(13);
-		end = now_ms() + 5000;
-		while (want < 50 && now_ms() < end) {
+		end = t_now_ms() + 5000;
+		while (want < 50 && t_now_ms() < end) {
 			struct ibv_wc wc[16];
 			int n = E->poll_cq(c.rcq, 16, wc), k;
 
@@ -1297,7 +1257,7 @@ static void test_fork_two_processes(void)
 		/* Reply with a data-segment send from registered memory. */
 		{
 			uint8_t fr[FRAME_LEN], pmac[6];
-			struct in_addr pa = { ip4("198.18.0.10") };
+			struct in_addr pa = { t_ip4("198.18.0.10") };
 			struct ibv_sge sge;
 			struct ibv_send_wr wr = { .opcode = IBV_WR_SEND,
 						  .send_flags =
@@ -1414,10 +1374,10 @@ static void test_data_segments_and_errors(void)
 	CU_ASSERT_EQUAL_FATAL(E->poll_cq(a.scq, 4, wc), 1);
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
 	CU_ASSERT_EQUAL(wc[0].byte_len, 1514);
-	CU_ASSERT_EQUAL_FATAL(poll_wait(b.rcq, wc, 1, 0), 1);
+	CU_ASSERT_EQUAL_FATAL(t_emu_poll_wait(b.rcq, wc, 1, 0), 1);
 	CU_ASSERT_EQUAL(wc[0].byte_len, 1514);
 	post_bufs(&b, (uint32_t)wc[0].wr_id, 1);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.tx_drops, 4);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.tx_drops, 4);
 	/* A deregistered key is stale. */
 	CU_ASSERT_EQUAL(E->dereg_mr(mr), 0);
 	sge[0] = (struct ibv_sge){ (uintptr_t)mem, FRAME_LEN, lkey };
@@ -1449,7 +1409,7 @@ static void test_data_segments_and_errors(void)
 		CU_ASSERT_EQUAL_FATAL(E->poll_cq(c.rcq, 4, wc), 1);
 		CU_ASSERT_EQUAL(wc[0].status, IBV_WC_LOC_LEN_ERR);
 		CU_ASSERT_EQUAL(wc[0].wr_id, 9);
-		CU_ASSERT_EQUAL(ctrs(&c).rx_len_err, 1);
+		CU_ASSERT_EQUAL(t_emu_ctrs(c.dev).rx_len_err, 1);
 		port_close(&c);
 	}
 	CU_ASSERT_EQUAL(drain(a.scq), 1);
@@ -1468,8 +1428,8 @@ static void test_stepping(void)
 	port_open(&b, NULL, 8, 16, 8, 64, true);
 	qps_emu_set_stepping(a.dev, true);
 	CU_ASSERT_EQUAL(send_to(&a, &b, 0, 5), 0);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.doorbells, 1);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, 0);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.doorbells, 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes, 0);
 	CU_ASSERT_EQUAL(recv_seqs(&b, s, 8, 0), 0);
 	CU_ASSERT_EQUAL(qps_emu_step(a.dev, 2), 2);
 	CU_ASSERT_EQUAL_FATAL(recv_seqs(&b, s, 8, 0), 2);
@@ -1486,7 +1446,7 @@ static void test_stepping(void)
 	CU_ASSERT_EQUAL(recv_seqs(&b, s, 8, 0), 0);
 	qps_emu_set_stepping(a.dev, false);
 	CU_ASSERT_EQUAL(recv_seqs(&b, s, 8, 0), 2);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, 7);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes, 7);
 	CU_ASSERT_EQUAL(drain(a.scq), 1);
 	port_close(&a);
 	port_close(&b);
@@ -1565,11 +1525,11 @@ static void test_post_errors(void)
 	/* Too many SGEs in the second WR: the first goes out. */
 	wr[1].num_sge = 16;
 	wr[1].next = NULL;
-	c0 = ctrs(&a);
+	c0 = t_emu_ctrs(a.dev);
 	CU_ASSERT_EQUAL(E->post_send(a.qp, wr, &bad), -EINVAL);
 	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.doorbells, c0.dev.doorbells + 1);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, c0.dev.wqes + 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.doorbells, c0.dev.doorbells + 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes, c0.dev.wqes + 1);
 	wr[1].num_sge = 1;
 	/* Inline data beyond max_inline. */
 	sge[0].length = 225;
@@ -1586,12 +1546,13 @@ static void test_post_errors(void)
 		wr[i].next = &wr[i + 1];
 	wr[39].next = NULL;
 	wr[sq.max_post - 2].send_flags |= IBV_SEND_SIGNALED;
-	c0 = ctrs(&a);
+	c0 = t_emu_ctrs(a.dev);
 	CU_ASSERT_EQUAL(E->post_send(a.qp, wr, &bad), -ENOMEM);
 	/* One WQE of the first call is still outstanding (unsignalled). */
 	CU_ASSERT_PTR_EQUAL(bad, &wr[sq.max_post - 1]);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.doorbells, c0.dev.doorbells + 1);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.wqes, c0.dev.wqes + sq.max_post - 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.doorbells, c0.dev.doorbells + 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.wqes,
+			c0.dev.wqes + sq.max_post - 1);
 	CU_ASSERT_EQUAL(E->poll_cq(a.scq, 8, wc), 1);
 	CU_ASSERT_EQUAL(*sq.tail, *sq.head);
 	CU_ASSERT_EQUAL(recv_seqs(&b, NULL, 64, 0), (int)sq.max_post);
@@ -1668,7 +1629,7 @@ static void test_malformed_wqe(void)
 	CU_ASSERT_EQUAL_FATAL(E->poll_cq(a.scq, 4, wc), 1);
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_LOC_QP_OP_ERR);
 	CU_ASSERT_EQUAL(wc[0].wr_id, 55);
-	CU_ASSERT_EQUAL(ctrs(&a).malformed, 1);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).malformed, 1);
 	/* An opcode emu does not execute. */
 	ind = *sq.head;
 	direct_wqe(&sq, ind, fr, FRAME_LEN, false);
@@ -1695,8 +1656,8 @@ static void test_malformed_wqe(void)
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_LOC_QP_OP_ERR);
 	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_LOC_QP_OP_ERR);
 	CU_ASSERT_EQUAL(wc[2].status, IBV_WC_LOC_QP_OP_ERR);
-	CU_ASSERT_EQUAL(ctrs(&a).malformed, 4);
-	CU_ASSERT_EQUAL(ctrs(&a).dev.tx_drops, 4);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).malformed, 4);
+	CU_ASSERT_EQUAL(t_emu_ctrs(a.dev).dev.tx_drops, 4);
 	CU_ASSERT_EQUAL(recv_seqs(&b, NULL, 4, 0), 0);
 	CU_ASSERT_EQUAL(*sq.tail, *sq.head);
 	port_close(&a);
@@ -1812,7 +1773,7 @@ static void test_threads(void)
 	struct mt_arg m1, m2;
 	pthread_t t1, t2;
 	uint32_t last1 = 0, last2 = 1000, got = 0;
-	uint64_t end = now_ms() + 10000;
+	uint64_t end = t_now_ms() + 10000;
 
 	port_open(&a, NULL, 16, 0, 64, 8, false);	/* max_post 23 */
 	port_open(&b, NULL, 8, 64, 8, 64, true);
@@ -1822,7 +1783,7 @@ static void test_threads(void)
 	CU_ASSERT_EQUAL_FATAL(pthread_create(&t2, NULL, mt_sender, &m2), 0);
 	/* Receive first, then free send credits: at most two SQs' worth of
 	 * frames (2 x 23) wait at the receiver, which has 64 buffers. */
-	while (got < 400 && now_ms() < end) {
+	while (got < 400 && t_now_ms() < end) {
 		uint32_t s[64];
 		int i, n;
 
@@ -1902,18 +1863,18 @@ static void test_raw_err_reset(void)
 	T_EQ(E->modify_qp(a.qp, &at, IBV_QP_STATE), 0);
 	qps_emu_set_stepping(a.dev, false);
 	T_EQ(send_to(&a, &b, 20, 1), 0);
-	n = poll_wait(a.scq, wc, 4, 1000);
+	n = t_emu_poll_wait(a.scq, wc, 4, 1000);
 	T_EQ_FATAL(n, 4);
 	for (i = 0; i < 4; i++) {
 		T_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
 		T_EQ(wc[i].wr_id, i < 3 ? 10 + i : 20);
 	}
-	T_EQ(poll_wait(b.rcq, wc, 1, 0), 0);
-	T_EQ(ctrs(&a).flushed, 4);
+	T_EQ(t_emu_poll_wait(b.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_ctrs(a.dev).flushed, 4);
 
 	/* Receiver to ERR: its 8 posted buffers flush. */
 	T_EQ(E->modify_qp(b.qp, &at, IBV_QP_STATE), 0);
-	n = poll_wait(b.rcq, wc, 8, 1000);
+	n = t_emu_poll_wait(b.rcq, wc, 8, 1000);
 	T_EQ_FATAL(n, 8);
 	for (i = 0; i < 8; i++) {
 		T_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
@@ -1937,14 +1898,14 @@ static void test_raw_err_reset(void)
 	T_EQ(E->modify_qp(b.qp, &at, IBV_QP_STATE), -EINVAL);
 	T_EQ(E->modify_qp(b.qp, &at, IBV_QP_STATE | IBV_QP_PORT), 0);
 	post_bufs(&b, 0, 8);
-	c0 = ctrs(&b);
+	c0 = t_emu_ctrs(b.dev);
 	T_EQ(E->modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PORT), 0);
 	at.qp_state = IBV_QPS_RTR;
 	T_EQ(E->modify_qp(a.qp, &at, IBV_QP_STATE), 0);
 	at.qp_state = IBV_QPS_RTS;
 	T_EQ(E->modify_qp(a.qp, &at, IBV_QP_STATE), 0);
 	T_EQ(send_to(&a, &b, 40, 1), 0);	/* b in INIT: dropped */
-	T_EQ(ctrs(&b).rx_qp_state - c0.rx_qp_state, 1);
+	T_EQ(t_emu_ctrs(b.dev).rx_qp_state - c0.rx_qp_state, 1);
 	at.qp_state = IBV_QPS_RTR;
 	T_EQ(E->modify_qp(b.qp, &at, IBV_QP_STATE), 0);
 	T_EQ(send_to(&a, &b, 50, 2), 0);
@@ -1958,7 +1919,6 @@ static void test_raw_err_reset(void)
 
 int main(void)
 {
-	char name[128];
 	CU_TestInfo tests[] = {
 		{ "open, query, resolve, route_gen", test_open_query_resolve },
 		{ "SQ owner bit over ring wraps", test_sq_owner_wrap },
@@ -1986,12 +1946,6 @@ int main(void)
 		{ "raw-packet QP to ERR and RESET", test_raw_err_reset },
 		CU_TEST_INFO_NULL,
 	};
-	int rc;
 
-	t_wire_name(g_wire, sizeof(g_wire), "emu");
-	snprintf(name, sizeof(name), "%s%s", QPS_EMU_SHM_PREFIX, g_wire);
-	shm_unlink(name);
-	rc = t_run("emu", tests);
-	shm_unlink(name);
-	return rc;
+	return t_emu_run("emu", tests, "emu", g_wire, sizeof(g_wire));
 }

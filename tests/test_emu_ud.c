@@ -8,6 +8,7 @@
  * table). The ICRC rule itself is checked against a packet captured on
  * real hardware. Bad frames are injected through a raw-packet QP.
  */
+#include "t_emu.h"
 #include "t_util.h"
 
 #include <arpa/inet.h>
@@ -137,14 +138,6 @@ static void t_fix_icrc(uint8_t *f, uint32_t len)
 
 /* --- helpers ---------------------------------------------------------- */
 
-static uint32_t ip4(const char *s)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, s, &a);
-	return a.s_addr;
-}
-
 static void node_open(struct node *n, const char *ip)
 {
 	struct qps_dev_attr attr = { .dev = g_wire };
@@ -153,7 +146,7 @@ static void node_open(struct node *n, const char *ip)
 	memset(n, 0, sizeof(*n));
 	if (ip) {
 		attr.addr_set = true;
-		attr.addr.s_addr = ip4(ip);
+		attr.addr.s_addr = t_ip4(ip);
 	}
 	CU_ASSERT_EQUAL_FATAL(E->open(&attr, &n->dev), 0);
 	CU_ASSERT_EQUAL_FATAL(E->query(n->dev, &n->info), 0);
@@ -290,41 +283,6 @@ static int ud_send(struct node *n, struct udq *q, struct qps_ah *ah,
 	return E->post_send(q->qp, &wr, &bad);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static int poll_wait(struct qps_cq *cq, struct ibv_wc *wc, int want, int ms)
-{
-	uint64_t end = now_ms() + (uint64_t)ms;
-	int n = 0;
-
-	for (;;) {
-		int r = E->poll_cq(cq, want - n, wc + n);
-
-		T_GE(r, 0);
-		if (r < 0)
-			return n;
-		n += r;
-		if (n >= want || now_ms() >= end)
-			return n;
-		if (!r)
-			usleep(1000);
-	}
-}
-
-static struct qps_emu_counters ctrs(struct node *n)
-{
-	struct qps_emu_counters c;
-
-	T_EQ(qps_emu_counters_all(n->dev, &c), 0);
-	return c;
-}
-
 /* Put @f on the wire as is through raw QP @raw of @n. */
 static void raw_send(struct node *n, struct udq *raw, const uint8_t *f,
 		     uint32_t len)
@@ -342,7 +300,7 @@ static void raw_send(struct node *n, struct udq *raw, const uint8_t *f,
 
 		T_EQ_FATAL(E->post_send(raw->qp, &wr, &bad), 0);
 	}
-	T_EQ(poll_wait(raw->scq, &wc, 1, 1000), 1);
+	T_EQ(t_emu_poll_wait(raw->scq, &wc, 1, 1000), 1);
 	T_EQ(wc.status, IBV_WC_SUCCESS);
 }
 
@@ -376,7 +334,7 @@ static void test_icrc_vector(void)
 	T_EQ(qps_emu_roce_icrc(f + 14, l3 - 4), le32_at(f + len - 4));
 	/* The parser accepts its ICRC and then refuses the opcode (a CNP
 	 * is not a UD SEND): 10.0.18.1 is "local" here. */
-	T_EQ(qps_emu_roce_parse(f, len, ip4("10.0.18.1"), &r),
+	T_EQ(qps_emu_roce_parse(f, len, t_ip4("10.0.18.1"), &r),
 	     QPS_EMU_ROCE_BTH);
 	/* Masked fields change nothing; any other bit does. */
 	f[15] = 0x00;
@@ -390,13 +348,13 @@ static void test_icrc_vector(void)
 	sum = t_ip_sum(f + 14, 20);
 	f[24] = (uint8_t)(sum >> 8);
 	f[25] = (uint8_t)sum;
-	T_EQ(qps_emu_roce_parse(f, len, ip4("10.0.18.1"), &r),
+	T_EQ(qps_emu_roce_parse(f, len, t_ip4("10.0.18.1"), &r),
 	     QPS_EMU_ROCE_BTH);
 	f[60] ^= 0x01;
-	T_EQ(qps_emu_roce_parse(f, len, ip4("10.0.18.1"), &r),
+	T_EQ(qps_emu_roce_parse(f, len, t_ip4("10.0.18.1"), &r),
 	     QPS_EMU_ROCE_ICRC);
 	/* Another destination: not for this port, left to steering. */
-	T_EQ(qps_emu_roce_parse(cx4_cnp, len, ip4("10.0.18.2"), &r),
+	T_EQ(qps_emu_roce_parse(cx4_cnp, len, t_ip4("10.0.18.2"), &r),
 	     QPS_EMU_ROCE_NOT);
 	/* The IB MTU of a port: 1500 -> 1024, 9000 -> 4096. */
 	T_EQ(qps_emu_ib_mtu(1500), 1024);
@@ -514,7 +472,7 @@ static void test_unicast(void)
 	T_EQ_FATAL(g_cap.n, 1);
 	check_frame(g_cap.f[0], g_cap.len[0], &a, &b, &qa, qb.qp->qp_num,
 		    QKEY, PSN0, 37, 5, true);
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(wc[0].opcode, IBV_WC_RECV);
 	T_EQ(wc[0].byte_len, 40 + 37);
@@ -535,7 +493,7 @@ static void test_unicast(void)
 		if (buf[40 + i] != (uint8_t)(5 + i * 3))
 			break;
 	T_EQ(i, 37);
-	T_EQ(poll_wait(qa.scq, wc, 1, 1000), 1);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(wc[0].opcode, IBV_WC_SEND);
 	T_EQ(wc[0].wr_id, 1);
@@ -548,14 +506,14 @@ static void test_unicast(void)
 	check_frame(g_cap.f[1], g_cap.len[1], &a, &b, &qa, qb.qp->qp_num,
 		    QKEY, PSN0 + 1, 600, 9, false);
 	T_EQ(memcmp(g_cap.f[0] + 34, g_cap.f[1] + 34, 2), 0);
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(wc[0].byte_len, 640);
 	T_EQ(wc[0].wc_flags, IBV_WC_GRH);
 	T_EQ(wc[0].wr_id, 1);
 	T_EQ(memcmp(qb.bufs + BUF_SZ + 20, g_cap.f[1] + 14, 20), 0);
 	T_EQ(memcmp(qb.bufs + BUF_SZ + 40, a.sbuf, 600), 0);
-	T_EQ(poll_wait(qa.scq, wc, 1, 1000), 1);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 1, 1000), 1);
 
 	/* A flow label sets the UDP source port: 0xc000 | the label's low
 	 * 14 bits xor its top 6. */
@@ -566,10 +524,10 @@ static void test_unicast(void)
 	T_EQ_FATAL(g_cap.n, 3);
 	T_EQ(be16_at(g_cap.f[2] + 34), 0xc000 | (0x2345 ^ 0x4));
 	T_EQ(be32_at(g_cap.f[2] + 42 + 8) & 0xffffff, PSN0 + 2);
-	T_EQ(poll_wait(qb.rcq, wc, 1, 1000), 1);
-	T_EQ(poll_wait(qa.scq, wc, 1, 1000), 1);
-	T_EQ(ctrs(&b).rx_roce, 3);
-	T_EQ(ctrs(&b).dev.rx_drops, 0);
+	T_EQ(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 1, 1000), 1);
+	T_EQ(t_emu_ctrs(b.dev).rx_roce, 3);
+	T_EQ(t_emu_ctrs(b.dev).dev.rx_drops, 0);
 
 	T_EQ(E->destroy_ah(ah_fl), 0);
 	T_EQ(E->destroy_ah(ah), 0);
@@ -600,7 +558,7 @@ static void test_rx_drops(void)
 	T_EQ_FATAL(ah_make(&a, b.info.addr.s_addr, 0x68, 17, 0, &ah), 0);
 	g_cap.n = 0;
 	qps_emu_test_set_tap(a.dev, tap, NULL);
-	c0 = ctrs(&b);
+	c0 = t_emu_ctrs(b.dev);
 
 	/* Q_Key mismatch, unknown QPN, the group QPN to a unicast address. */
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY + 1, 10, 0, false, 1),
@@ -608,26 +566,26 @@ static void test_rx_drops(void)
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num ^ 0x20, QKEY, 10, 0, false,
 		     2), 0);
 	T_EQ(ud_send(&a, &qa, ah, 0xffffff, QKEY, 10, 0, false, 3), 0);
-	T_EQ(poll_wait(qa.scq, wc, 3, 1000), 3);
-	c = ctrs(&b);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 3, 1000), 3);
+	c = t_emu_ctrs(b.dev);
 	T_EQ(c.rx_qkey_bad - c0.rx_qkey_bad, 1);
 	T_EQ(c.rx_qpn_bad - c0.rx_qpn_bad, 2);
 	T_EQ(c.dev.rx_drops - c0.dev.rx_drops, 3);
-	T_EQ(poll_wait(qb.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(qb.rcq, wc, 1, 0), 0);
 
 	/* Frames built from a good one, put on the wire by a raw QP. */
 	T_EQ_FATAL(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY, 40, 3, false, 4),
 		   0);
-	T_EQ(poll_wait(qa.scq, wc, 1, 1000), 1);
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ_FATAL(g_cap.n, 4);
 	len = g_cap.len[3];
 	T_EQ_FATAL(len <= sizeof(f), 1);
-	c0 = ctrs(&b);
+	c0 = t_emu_ctrs(b.dev);
 	memcpy(f, g_cap.f[3], len);
 	raw_send(&a, &raw, f, len);		/* the good one, again */
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].src_qp, qa.qp->qp_num);
 	f[70] ^= 0x40;				/* payload bit: ICRC */
 	raw_send(&a, &raw, f, len);
@@ -644,7 +602,7 @@ static void test_rx_drops(void)
 	raw_send(&a, &raw, f, len);
 	memcpy(f, g_cap.f[3], len);
 	raw_send(&a, &raw, f, len - 10);	/* truncated */
-	c = ctrs(&b);
+	c = t_emu_ctrs(b.dev);
 	T_EQ(c.rx_icrc_bad - c0.rx_icrc_bad, 1);
 	T_EQ(c.rx_bth_bad - c0.rx_bth_bad, 2);
 	T_EQ(c.rx_roce_bad - c0.rx_roce_bad, 2);
@@ -652,7 +610,7 @@ static void test_rx_drops(void)
 	T_EQ(c.dev.rx_drops - c0.dev.rx_drops, 5);
 	/* None of them went to steering (there is no rule at all). */
 	T_EQ(c.dev.rx_no_rule, c0.dev.rx_no_rule);
-	T_EQ(poll_wait(qb.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(qb.rcq, wc, 1, 0), 0);
 
 	T_EQ(E->destroy_ah(ah), 0);
 	udq_destroy(&a, &qa);
@@ -665,7 +623,7 @@ static void test_rx_drops(void)
 static union ibv_gid mgid(const char *group)
 {
 	union ibv_gid g;
-	uint32_t a = ip4(group);
+	uint32_t a = t_ip4(group);
 
 	memset(&g, 0, sizeof(g));
 	g.raw[10] = 0xff;
@@ -681,7 +639,8 @@ static void test_multicast(void)
 	struct qps_ah *g1, *g2, *g3;
 	union ibv_gid m1 = mgid("239.1.1.1"), m2 = mgid("239.1.1.2");
 	union ibv_gid uni = mgid("198.18.0.9"), v1ll;
-	struct in_addr grp3 = { ip4("239.1.1.3") }, grp1 = { ip4("239.1.1.1") };
+	struct in_addr grp3 = { t_ip4("239.1.1.3") };
+	struct in_addr grp1 = { t_ip4("239.1.1.1") };
 	struct in_addr any = { 0 };
 	struct qps_emu_shm_port *sp;
 	struct ibv_wc wc[4];
@@ -728,9 +687,9 @@ static void test_multicast(void)
 		}
 	T_EQ(found, 1);
 
-	T_EQ_FATAL(ah_make(&a, ip4("239.1.1.1"), 0x68, 1, 0, &g1), 0);
-	T_EQ_FATAL(ah_make(&a, ip4("239.1.1.2"), 0x68, 1, 0, &g2), 0);
-	T_EQ_FATAL(ah_make(&a, ip4("239.1.1.3"), 0x68, 1, 0, &g3), 0);
+	T_EQ_FATAL(ah_make(&a, t_ip4("239.1.1.1"), 0x68, 1, 0, &g1), 0);
+	T_EQ_FATAL(ah_make(&a, t_ip4("239.1.1.2"), 0x68, 1, 0, &g2), 0);
+	T_EQ_FATAL(ah_make(&a, t_ip4("239.1.1.3"), 0x68, 1, 0, &g3), 0);
 	g_cap.n = 0;
 	qps_emu_test_set_tap(a.dev, tap, NULL);
 	T_EQ(ud_send(&a, &qa, g1, 0xffffff, QKEY, 20, 1, true, 1), 0);
@@ -741,32 +700,32 @@ static void test_multicast(void)
 	T_EQ(g_cap.f[0][5], 0x01);
 	T_EQ(t_icrc(g_cap.f[0] + 14, g_cap.len[0] - 14),
 	     le32_at(g_cap.f[0] + g_cap.len[0] - 4));
-	T_EQ_FATAL(poll_wait(q1.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(q1.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(wc[0].byte_len, 60);
 	T_EQ(wc[0].src_qp, qa.qp->qp_num);
 	T_EQ(wc[0].wc_flags, IBV_WC_GRH | IBV_WC_WITH_IMM);
 	T_EQ(memcmp(q1.bufs + 36, &m1.raw[12], 4), 0);	/* GRH: dst IP */
-	T_EQ_FATAL(poll_wait(q2.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(q2.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(memcmp(q2.bufs + 40, q1.bufs + 40, 20), 0);
-	T_EQ(poll_wait(q3.rcq, wc, 1, 0), 0);
-	T_EQ(poll_wait(q4.rcq, wc, 1, 0), 0);
-	T_EQ(poll_wait(raw.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(q3.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(q4.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(raw.rcq, wc, 1, 0), 0);
 
 	/* The other group: C's QP only. */
 	T_EQ(ud_send(&a, &qa, g2, 0xffffff, QKEY, 20, 2, false, 2), 0);
-	T_EQ(poll_wait(q4.rcq, wc, 1, 1000), 1);
-	T_EQ(poll_wait(q1.rcq, wc, 1, 0), 0);
-	T_EQ(poll_wait(q2.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(q4.rcq, wc, 1, 1000), 1);
+	T_EQ(t_emu_poll_wait(q1.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(q2.rcq, wc, 1, 0), 0);
 
 	/* A group that B's port joined at L2 but no QP attached; a group
 	 * datagram to a QPN other than 0xffffff. */
-	c0 = ctrs(&b);
+	c0 = t_emu_ctrs(b.dev);
 	T_EQ(E->mcast_attach(b.dev, grp3, any), 0);
 	T_EQ(ud_send(&a, &qa, g3, 0xffffff, QKEY, 20, 3, false, 3), 0);
 	T_EQ(ud_send(&a, &qa, g1, q1.qp->qp_num, QKEY, 20, 3, false, 4), 0);
-	cn = ctrs(&b);
+	cn = t_emu_ctrs(b.dev);
 	T_EQ(cn.rx_mcg_none - c0.rx_mcg_none, 1);
 	T_EQ(cn.rx_qpn_bad - c0.rx_qpn_bad, 1);
 	T_EQ(E->mcast_detach(b.dev, grp3, any), 0);
@@ -779,8 +738,8 @@ static void test_multicast(void)
 	T_EQ(E->detach_mcast(q1.qp, &m1, 0), 0);
 	T_EQ(E->attach_mcast(q1.qp, &m1, 0), 0);
 	T_EQ(ud_send(&a, &qa, g1, 0xffffff, QKEY, 20, 4, false, 5), 0);
-	T_EQ(poll_wait(q1.rcq, wc, 1, 1000), 1);
-	T_EQ(poll_wait(q2.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(q1.rcq, wc, 1, 1000), 1);
+	T_EQ(t_emu_poll_wait(q2.rcq, wc, 1, 0), 0);
 	found = 0;
 	for (i = 0; i < QPS_EMU_MAX_MC; i++)
 		if (sp->mc[i].refcnt && sp->mc[i].mac[5] == 1 &&
@@ -790,8 +749,8 @@ static void test_multicast(void)
 		}
 	T_EQ(found, 1);
 	T_EQ(E->mcast_detach(b.dev, grp1, any), 0);
-	T_EQ(poll_wait(qa.scq, wc, 4, 1000), 4);
-	T_EQ(poll_wait(qa.scq, wc, 1, 100), 1);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 4, 1000), 4);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 1, 100), 1);
 
 	T_EQ(E->destroy_ah(g1), 0);
 	T_EQ(E->destroy_ah(g2), 0);
@@ -881,8 +840,8 @@ static void test_state_machine(void)
 	/* The new Q_Key is what "use the QP's Q_Key" sends. */
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, 0x80000000u, 8, 0, false,
 		     1), 0);
-	T_EQ(poll_wait(qa.scq, wc, 1, 1000), 1);
-	T_EQ(ctrs(&b).rx_qkey_bad, 1);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 1, 1000), 1);
+	T_EQ(t_emu_ctrs(b.dev).rx_qkey_bad, 1);
 	T_EQ(E->modify_qp(qa.qp, NULL, IBV_QP_STATE), -EINVAL);
 
 	/* A receiver not yet in RTR drops, counted. */
@@ -890,14 +849,14 @@ static void test_state_machine(void)
 	at.qkey = QKEY;
 	T_EQ(to_state(&qb, IBV_QPS_INIT, init_mask, &at), 0);
 	post_recv_len(&qb, 0, BUF_SZ);
-	c0 = ctrs(&b);
+	c0 = t_emu_ctrs(b.dev);
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY, 8, 0, false, 2), 0);
-	T_EQ(ctrs(&b).rx_qp_state - c0.rx_qp_state, 1);
+	T_EQ(t_emu_ctrs(b.dev).rx_qp_state - c0.rx_qp_state, 1);
 	T_EQ(to_state(&qb, IBV_QPS_RTR, 0, NULL), 0);
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY, 8, 0, false, 3), 0);
-	T_EQ(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
-	T_EQ(poll_wait(qa.scq, wc, 2, 1000), 2);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 2, 1000), 2);
 
 	T_EQ(E->destroy_ah(ah), 0);
 	udq_destroy(&a, &qa);
@@ -932,7 +891,7 @@ static void test_err_flush(void)
 			     10 + (uint64_t)i), 0);
 	T_EQ(to_state(&qa, IBV_QPS_ERR, 0, NULL), 0);
 	qps_emu_set_stepping(a.dev, false);
-	n = poll_wait(qa.scq, wc, 3, 1000);
+	n = t_emu_poll_wait(qa.scq, wc, 3, 1000);
 	T_EQ_FATAL(n, 3);
 	for (i = 0; i < 3; i++) {
 		T_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
@@ -942,22 +901,22 @@ static void test_err_flush(void)
 	T_EQ(g_cap.n, 0);
 	/* Posted in ERR: accepted and flushed. */
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY, 8, 0, false, 20), 0);
-	T_EQ_FATAL(poll_wait(qa.scq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qa.scq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
 	T_EQ(wc[0].wr_id, 20);
-	T_EQ(ctrs(&a).flushed, 4);
+	T_EQ(t_emu_ctrs(a.dev).flushed, 4);
 	T_EQ(g_cap.n, 0);
 
 	/* The receiver's four posted buffers flush, then one posted later. */
 	T_EQ(to_state(&qb, IBV_QPS_ERR, 0, NULL), 0);
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 4, 1000), 4);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 4, 1000), 4);
 	for (i = 0; i < 4; i++) {
 		T_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
 		T_EQ(wc[i].opcode, IBV_WC_RECV);
 		T_EQ(wc[i].wr_id, i);
 	}
 	post_recv_len(&qb, 2, BUF_SZ);
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
 	T_EQ(wc[0].wr_id, 2);
 	{
@@ -970,17 +929,17 @@ static void test_err_flush(void)
 	/* RESET and up again: traffic flows, PSNs restart. */
 	T_EQ(to_state(&qa, IBV_QPS_RESET, 0, NULL), 0);
 	T_EQ(to_state(&qb, IBV_QPS_RESET, 0, NULL), 0);
-	T_EQ(poll_wait(qa.scq, wc, 1, 0), 0);
-	T_EQ(poll_wait(qb.rcq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 1, 0), 0);
+	T_EQ(t_emu_poll_wait(qb.rcq, wc, 1, 0), 0);
 	udq_up(&qa, QKEY, 99);
 	udq_up(&qb, QKEY, 0);
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY, 8, 0, false, 30), 0);
 	T_EQ_FATAL(g_cap.n, 1);
 	T_EQ(be32_at(g_cap.f[0] + 42 + 8) & 0xffffff, 99);
-	T_EQ_FATAL(poll_wait(qa.scq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qa.scq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(wc[0].wr_id, 30);
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(wc[0].wr_id, 0);
 
@@ -1021,24 +980,24 @@ static void test_loc_len(void)
 	/* Beyond the path MTU: a send completion error, no frame. */
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY, mtu + 1, 0, false, 1),
 	     0);
-	T_EQ_FATAL(poll_wait(qa.scq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qa.scq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_LOC_LEN_ERR);
 	T_EQ(wc[0].wr_id, 1);
 	T_EQ(g_cap.n, 0);
 	/* The receive buffer one byte short of GRH + payload. */
-	c0 = ctrs(&b);
+	c0 = t_emu_ctrs(b.dev);
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY, 100, 0, false, 2), 0);
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_LOC_LEN_ERR);
 	T_EQ(wc[0].wr_id, 0);
-	T_EQ(ctrs(&b).rx_len_err - c0.rx_len_err, 1);
+	T_EQ(t_emu_ctrs(b.dev).rx_len_err - c0.rx_len_err, 1);
 	/* Exactly the path MTU fits. */
 	T_EQ(ud_send(&a, &qa, ah, qb.qp->qp_num, QKEY, mtu, 7, false, 3), 0);
-	T_EQ_FATAL(poll_wait(qb.rcq, wc, 1, 1000), 1);
+	T_EQ_FATAL(t_emu_poll_wait(qb.rcq, wc, 1, 1000), 1);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(wc[0].byte_len, 40 + mtu);
 	T_EQ(memcmp(qb.bufs + BUF_SZ + 40, a.sbuf, mtu), 0);
-	T_EQ(poll_wait(qa.scq, wc, 2, 1000), 2);
+	T_EQ(t_emu_poll_wait(qa.scq, wc, 2, 1000), 2);
 	T_EQ(wc[0].status, IBV_WC_SUCCESS);
 	T_EQ(wc[1].status, IBV_WC_SUCCESS);
 	T_EQ(g_cap.n, 2);
@@ -1057,7 +1016,7 @@ static void test_ah(void)
 	struct qps_ah *ah, *mah, *oah;
 	struct qps_emu_ah *e, fake;
 	struct ibv_ah_attr at = { .is_global = 1, .port_num = 1 };
-	uint32_t absent = ip4("198.18.0.250"), dip;
+	uint32_t absent = t_ip4("198.18.0.250"), dip;
 
 	node_open(&a, NULL);
 	node_open(&b, NULL);
@@ -1088,7 +1047,7 @@ static void test_ah(void)
 	memcpy(at.grh.dgid.raw + 12, &absent, 4);
 	T_EQ(E->create_ah(a.dev, &at, &ah), -EHOSTUNREACH);
 	T_EQ(E->create_ah(a.dev, NULL, &ah), -EINVAL);
-	T_EQ(ah_make(&a, ip4("224.0.0.251"), 0, 1, 0, &mah), 0);
+	T_EQ(ah_make(&a, t_ip4("224.0.0.251"), 0, 1, 0, &mah), 0);
 	e = qps_emu_container_of(mah, struct qps_emu_ah, base);
 	T_EQ(e->mac[0], 0x01);
 	T_EQ(e->mac[2], 0x5e);
@@ -1144,7 +1103,7 @@ static int child_rx(int wfd, uint32_t parent_ip)
 	uint32_t qpn;
 
 	memset(&c, 0, sizeof(c));
-	attr.addr.s_addr = ip4("198.18.0.31");
+	attr.addr.s_addr = t_ip4("198.18.0.31");
 	if (E->open(&attr, &c.dev) || E->create_cq(c.dev, 16, &cq))
 		return 10;
 	qa.send_cq = cq;
@@ -1174,8 +1133,8 @@ static int child_rx(int wfd, uint32_t parent_ip)
 	qpn = qp->qp_num;
 	if (write(wfd, &qpn, sizeof(qpn)) != (ssize_t)sizeof(qpn))
 		return 15;
-	end = now_ms() + 5000;
-	while (n < 2 && now_ms() < end) {
+	end = t_now_ms() + 5000;
+	while (n < 2 && t_now_ms() < end) {
 		int r = E->poll_cq(cq, 2 - n, wc + n);
 
 		if (r < 0)
@@ -1238,12 +1197,12 @@ static void test_two_processes(void)
 	T_EQ(read(fds[0], &qpn, sizeof(qpn)), sizeof(qpn));
 	close(fds[0]);
 	if (qpn) {
-		T_EQ(ah_make(&a, ip4("198.18.0.31"), 0, 64, 0, &uah), 0);
-		T_EQ(ah_make(&a, ip4("239.3.3.3"), 0, 64, 0, &gah), 0);
+		T_EQ(ah_make(&a, t_ip4("198.18.0.31"), 0, 64, 0, &uah), 0);
+		T_EQ(ah_make(&a, t_ip4("239.3.3.3"), 0, 64, 0, &gah), 0);
 		T_EQ(ud_send(&a, &qa, uah, qpn, QKEY, 24, 0, true, 1), 0);
 		T_EQ(ud_send(&a, &qa, gah, 0xffffff, QKEY, 24, 1, false, 2),
 		     0);
-		T_EQ(poll_wait(qa.scq, wc, 2, 1000), 2);
+		T_EQ(t_emu_poll_wait(qa.scq, wc, 2, 1000), 2);
 		T_EQ(E->destroy_ah(uah), 0);
 		T_EQ(E->destroy_ah(gah), 0);
 	}
@@ -1293,7 +1252,7 @@ static void test_fuzz_ud_state(void)
 	T_EQ_FATAL(E->attach_mcast(q1.qp, &m1, 0), 0);
 	T_EQ_FATAL(E->attach_mcast(q2.qp, &m1, 0), 0);
 	T_EQ_FATAL(ah_make(&a, b.info.addr.s_addr, 0, 64, 0, &uah), 0);
-	T_EQ_FATAL(ah_make(&a, ip4("239.7.7.7"), 0, 64, 0, &gah), 0);
+	T_EQ_FATAL(ah_make(&a, t_ip4("239.7.7.7"), 0, 64, 0, &gah), 0);
 	sp = qps_emu_dev(b.dev)->sp;
 	for (it = 0; it < 2000; it++) {
 		uint8_t *t[] = { (uint8_t *)sp->mcg, (uint8_t *)sp->rq };
@@ -1335,7 +1294,7 @@ static void test_fuzz_ud_state(void)
 	 * that RQ's in-order completion stops there, which is what a
 	 * scribbling peer can do. */
 	T_GE(got, 100);
-	T_GE(ctrs(&b).rx_corrupt, 1);
+	T_GE(t_emu_ctrs(b.dev).rx_corrupt, 1);
 	T_EQ(E->destroy_ah(uah), 0);
 	T_EQ(E->destroy_ah(gah), 0);
 	udq_destroy(&a, &qa);
@@ -1347,7 +1306,6 @@ static void test_fuzz_ud_state(void)
 
 int main(void)
 {
-	char name[128];
 	CU_TestInfo tests[] = {
 		{ "ICRC against a captured ConnectX packet", test_icrc_vector },
 		{ "GID table and UD capability", test_gid_caps },
@@ -1362,12 +1320,6 @@ int main(void)
 		{ "receiver in another process", test_two_processes },
 		CU_TEST_INFO_NULL,
 	};
-	int rc;
 
-	t_wire_name(g_wire, sizeof(g_wire), "emu-ud");
-	snprintf(name, sizeof(name), "%s%s", QPS_EMU_SHM_PREFIX, g_wire);
-	shm_unlink(name);
-	rc = t_run("emu_ud", tests);
-	shm_unlink(name);
-	return rc;
+	return t_emu_run("emu_ud", tests, "emu-ud", g_wire, sizeof(g_wire));
 }

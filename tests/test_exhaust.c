@@ -65,12 +65,18 @@ static int lowest_free_fd(void)
 	return fd;
 }
 
-static uint64_t now_ms(void)
+/* Lower the soft RLIMIT_NOFILE from @old to @cur; a refusal fails the
+ * test and returns false. */
+static bool fd_limit(const struct rlimit *old, int cur)
 {
-	struct timespec ts;
+	struct rlimit lim = *old;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	lim.rlim_cur = (rlim_t)cur;
+	if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+		CU_FAIL("setrlimit(RLIMIT_NOFILE) refused");
+		return false;
+	}
+	return true;
 }
 
 /* A small context: several send queues and few buffers, so that every
@@ -228,7 +234,7 @@ static void test_ctx_create_no_fds(void)
 {
 	struct qps_ctx_attr attr = small_attr("198.18.0.63", 16, 16, 2);
 	struct qps_ctx *ctx = NULL;
-	struct rlimit old, lim;
+	struct rlimit old;
 	int fds0, base, extra, ret = -1, failed = 0;
 	long live0;
 
@@ -239,12 +245,8 @@ static void test_ctx_create_no_fds(void)
 	base = lowest_free_fd();
 	T_GE(base, 0);
 	for (extra = 0; extra < 64; extra++) {
-		lim = old;
-		lim.rlim_cur = (rlim_t)(base + extra);
-		if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-			CU_FAIL("setrlimit(RLIMIT_NOFILE) refused");
+		if (!fd_limit(&old, base + extra))
 			break;
-		}
 		ctx = NULL;
 		ret = qps_ctx_create(&attr, &ctx);
 		setrlimit(RLIMIT_NOFILE, &old);
@@ -274,7 +276,7 @@ static void test_ep_setup_no_fds(void)
 	struct qps_ctx_attr attr = small_attr("198.18.0.64", 16, 16, 1);
 	struct qps_ctx *ctx = NULL;
 	struct qps_ep *ep;
-	struct rlimit old, lim;
+	struct rlimit old;
 	int fds0, base, extra, ret = -1, failed = 0;
 
 	T_EQ_FATAL(getrlimit(RLIMIT_NOFILE, &old), 0);
@@ -284,12 +286,8 @@ static void test_ep_setup_no_fds(void)
 	base = lowest_free_fd();
 	T_GE(base, 0);
 	for (extra = 0; extra < 16; extra++) {
-		lim = old;
-		lim.rlim_cur = (rlim_t)(base + extra);
-		if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-			CU_FAIL("setrlimit(RLIMIT_NOFILE) refused");
+		if (!fd_limit(&old, base + extra))
 			break;
-		}
 		ep = NULL;
 		ret = ep_setup(ctx, &ep);
 		setrlimit(RLIMIT_NOFILE, &old);
@@ -314,6 +312,18 @@ static struct qps_ep *receiver(struct qps_ctx **rx, const char *ip,
 {
 	*rx = ctx_small(ip, 16, rx_depth, 1);
 	return t_ep_bound(*rx, ip, 9000, 2000);
+}
+
+/* A sending endpoint on its own context, connected to @dst. */
+static struct qps_ep *sender(struct qps_ctx **tx, const char *ip,
+			     uint32_t tx_depth, const struct sockaddr_in *dst)
+{
+	struct qps_ep *ep;
+
+	*tx = ctx_small(ip, tx_depth, 16, 1);
+	ep = t_ep_bound(*tx, ip, 9001, 2000);
+	T_EQ(qps_connect(ep, (const struct sockaddr *)dst, sizeof(*dst)), 0);
+	return ep;
 }
 
 static int recv_all(struct qps_ep *ep)
@@ -341,10 +351,8 @@ static void test_sq_full_nonblock(void)
 	ssize_t r;
 
 	in = receiver(&rx, "198.18.0.71", 256);
-	tx = ctx_small("198.18.0.70", TX_DEPTH, 16, 1);
-	out = t_ep_bound(tx, "198.18.0.70", 9001, 2000);
+	out = sender(&tx, "198.18.0.70", TX_DEPTH, &dst);
 	T_EQ(qps_set_nonblock(out, 1), 0);
-	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
 
 	qps_emu_set_stepping(tx->dev, true);
 	for (i = 0; i < 4 * TX_DEPTH; i++) {
@@ -404,9 +412,7 @@ static void test_sq_full_sndtimeo(void)
 	ssize_t r;
 
 	in = receiver(&rx, "198.18.0.73", 256);
-	tx = ctx_small("198.18.0.72", TX_DEPTH, 16, 1);
-	out = t_ep_bound(tx, "198.18.0.72", 9001, 2000);
-	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	out = sender(&tx, "198.18.0.72", TX_DEPTH, &dst);
 
 	qps_emu_set_stepping(tx->dev, true);
 	while ((r = qps_send(out, "x", 1, QPS_MSG_DONTWAIT)) == 1)
@@ -414,9 +420,9 @@ static void test_sq_full_sndtimeo(void)
 	T_EQ(r, -EAGAIN);
 
 	T_EQ(qps_setopt(out, QPS_OPT_SNDTIMEO, &ms, sizeof(ms)), 0);
-	t0 = now_ms();
+	t0 = t_now_ms();
 	r = qps_send(out, "x", 1, 0);
-	el = now_ms() - t0;
+	el = t_now_ms() - t0;
 	printf("\n    SNDTIMEO %d ms: -EAGAIN after %llu ms\n", ms,
 	       (unsigned long long)el);
 	T_EQ(r, -EAGAIN);
@@ -428,9 +434,9 @@ static void test_sq_full_sndtimeo(void)
 	rs.ctx = tx;
 	rs.after_ms = 150;
 	T_EQ_FATAL(pthread_create(&t, NULL, restart_device, &rs), 0);
-	t0 = now_ms();
+	t0 = t_now_ms();
 	r = qps_send(out, "z", 1, 0);
-	el = now_ms() - t0;
+	el = t_now_ms() - t0;
 	pthread_join(t, NULL);
 	printf("    SNDTIMEO 0: waited %llu ms for the device\n",
 	       (unsigned long long)el);
@@ -458,9 +464,7 @@ static void test_rx_no_buffers(void)
 	int i, sent = 0, got;
 
 	in = receiver(&rx, "198.18.0.75", (uint32_t)rx_depth);
-	tx = ctx_small("198.18.0.74", 64, 16, 1);
-	out = t_ep_bound(tx, "198.18.0.74", 9001, 2000);
-	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	out = sender(&tx, "198.18.0.74", 64, &dst);
 	for (i = 0; i < burst; i++)
 		if (qps_send(out, "x", 1, 0) == 1)
 			sent++;
@@ -500,9 +504,7 @@ static void test_rxq_full(void)
 
 	in = receiver(&rx, "198.18.0.77", 64);
 	T_EQ(qps_setopt(in, QPS_OPT_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
-	tx = ctx_small("198.18.0.76", 64, 16, 1);
-	out = t_ep_bound(tx, "198.18.0.76", 9001, 2000);
-	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	out = sender(&tx, "198.18.0.76", 64, &dst);
 	for (i = 0; i < 16; i++)
 		sent += qps_send(out, "x", 1, 0) == 1;
 	T_GE(qps_ctx_flush(tx), 0);
@@ -538,9 +540,7 @@ static void test_cq_overrun(void)
 	ssize_t r;
 
 	in = receiver(&rx, "198.18.0.79", 64);
-	tx = ctx_small("198.18.0.78", 64, 16, 1);
-	out = t_ep_bound(tx, "198.18.0.78", 9001, 2000);
-	T_EQ(qps_connect(out, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	out = sender(&tx, "198.18.0.78", 64, &dst);
 
 	/* Receive CQ. */
 	for (i = 0; i < 4; i++)

@@ -37,12 +37,13 @@ static pid_t soak_pids[SOAK_MAX_PROCS];
 static unsigned int soak_npids;
 static char soak_shm[64];
 
-int soak_write_all(int fd, const void *buf, size_t len)
+/* All @len bytes through write(2) (@out) or read(2), across EINTR and
+ * short transfers; -EPIPE on end of file or any other error. A write only
+ * reads @b. */
+static int io_all(int fd, char *b, size_t len, bool out)
 {
-	const char *b = buf;
-
 	while (len) {
-		ssize_t r = write(fd, b, len);
+		ssize_t r = out ? write(fd, b, len) : read(fd, b, len);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -54,21 +55,14 @@ int soak_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int soak_write_all(int fd, const void *buf, size_t len)
+{
+	return io_all(fd, (char *)buf, len, true);
+}
+
 int soak_read_all(int fd, void *buf, size_t len)
 {
-	char *b = buf;
-
-	while (len) {
-		ssize_t r = read(fd, b, len);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -EPIPE;
-		b += r;
-		len -= (size_t)r;
-	}
-	return 0;
+	return io_all(fd, buf, len, false);
 }
 
 static void kill_workers(void)

@@ -15,7 +15,7 @@
  *   routing      libnl-route-3: route lookup, neighbour table, netlink
  *                events bump route_gen
  *   multicast    PACKET_ADD_MEMBERSHIP + a kernel UDP socket's
- *                IP_ADD_MEMBERSHIP so the kernel speaks IGMP
+ *                MCAST_JOIN_GROUP so the kernel speaks IGMP (src/igmp.c)
  *
  * Internal to providers/packet (and the tests).
  */
@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "prov_sw.h"
+#include "igmp.h"
 #include "nl_neigh.h"
 #include "provider.h"
 
@@ -146,13 +147,6 @@ struct qps_packet_flow {
 	uint64_t ring_drops;		/* PACKET_STATISTICS tp_drops */
 };
 
-struct qps_packet_mcast {
-	struct qps_packet_mcast *next;
-	struct in_addr group, source;
-	unsigned int refs;
-	int udp_fd;			/* holds the IGMP membership */
-};
-
 struct qps_packet_dev {
 	struct qps_dev base;
 	struct qps_dev_info info;
@@ -169,7 +163,7 @@ struct qps_packet_dev {
 	unsigned int nflows;
 	uint32_t flow_seq;
 	uint32_t qp_seq;
-	struct qps_packet_mcast *mcast;
+	struct qps_igmp_memb *mcast;	/* src/igmp.h */
 
 	struct qps_sw_mr_table mrs;
 

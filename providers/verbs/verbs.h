@@ -10,6 +10,7 @@
  *   verbs_ud.c     GIDs, address handles, UD multicast attach
  *   verbs_neigh.c  next-hop MAC through the netdev's kernel tables
  *                  (src/nl_neigh.c), IGMP membership through the kernel
+ *                  (src/igmp.c)
  *   verbs_mlx4.c   the opt-in mlx4 direct send path (mlx4dv, dlopened)
  *
  * One port per context: attr->dev (default $QPS_DEV) is "device[:port]",
@@ -27,6 +28,7 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
+#include "igmp.h"
 #include "nl_neigh.h"
 #include "provider.h"
 
@@ -38,13 +40,6 @@
 
 #define qps_verbs_container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
-
-struct qps_verbs_mcast {
-	struct qps_verbs_mcast *next;
-	struct in_addr group, source;
-	unsigned int refs;
-	int fd;			/* kernel socket holding the IGMP membership */
-};
 
 /* Port counters read from sysfs, as a baseline taken at open. */
 enum {
@@ -71,8 +66,8 @@ struct qps_verbs_dev {
 	struct qps_nl_route route;	/* when ifindex */
 
 	pthread_mutex_t lock;		/* mcast list */
-	struct qps_verbs_mcast *mcast;
-	bool mcast_warned;
+	struct qps_igmp_memb *mcast;	/* src/igmp.h */
+	bool mcast_warned;		/* atomic: the no-IGMP warning is out */
 
 	/* mlx4 direct path (verbs_mlx4.c) */
 	void *mlx4_lib;

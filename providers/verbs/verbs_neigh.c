@@ -6,20 +6,15 @@
  * there is no entry, -EHOSTUNREACH after $QPS_VERBS_RESOLVE_MS (3000)
  * without an answer; netlink events move route_gen.
  *
- * Multicast membership: the NIC sends no IGMP, so a kernel UDP socket
- * joins the group on the netdev (MCAST_JOIN_GROUP, or
- * MCAST_JOIN_SOURCE_GROUP for a source-specific join, both by interface
- * index) and the kernel sends the reports and answers queries, as VMA
- * does. The frames themselves reach the QP through steering rules (raw
- * packet) or ibv_attach_mcast (UD). One socket per membership, counted
- * per (group, source).
+ * Multicast membership: the NIC sends no IGMP, so the kernel joins the
+ * group on the netdev for us (src/igmp.c). The frames themselves reach
+ * the QP through steering rules (raw packet) or ibv_attach_mcast (UD).
  */
 #include <arpa/inet.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
+#include "igmp.h"
 #include "verbs.h"
 
 int qps_verbs_route_open(struct qps_verbs_dev *vd)
@@ -88,139 +83,47 @@ uint64_t qps_verbs_route_gen(struct qps_dev *dev)
 	return vd->route_open ? qps_nl_route_gen(&vd->route) : 1;
 }
 
-static int igmp_join(const struct qps_verbs_dev *vd, struct qps_verbs_mcast *m)
+static const struct qps_igmp_netdev *igmp_netdev(struct qps_verbs_dev *vd,
+						 struct qps_igmp_netdev *nd)
 {
-	struct sockaddr_in *g, *s;
-	int ret;
-
-	m->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (m->fd < 0)
-		return -errno;
-	/* Bound to the netdev like VMA's socket; never bound to a port,
-	 * so the kernel queues no datagram on it. */
-	(void)setsockopt(m->fd, SOL_SOCKET, SO_BINDTODEVICE, vd->ifname,
-			 (socklen_t)strlen(vd->ifname));
-	if (m->source.s_addr) {
-		struct group_source_req gsr;
-
-		memset(&gsr, 0, sizeof(gsr));
-		gsr.gsr_interface = (uint32_t)vd->ifindex;
-		g = (struct sockaddr_in *)(void *)&gsr.gsr_group;
-		s = (struct sockaddr_in *)(void *)&gsr.gsr_source;
-		g->sin_family = s->sin_family = AF_INET;
-		g->sin_addr = m->group;
-		s->sin_addr = m->source;
-		ret = setsockopt(m->fd, IPPROTO_IP, MCAST_JOIN_SOURCE_GROUP,
-				 &gsr, sizeof(gsr));
-	} else {
-		struct group_req gr;
-
-		memset(&gr, 0, sizeof(gr));
-		gr.gr_interface = (uint32_t)vd->ifindex;
-		g = (struct sockaddr_in *)(void *)&gr.gr_group;
-		g->sin_family = AF_INET;
-		g->sin_addr = m->group;
-		ret = setsockopt(m->fd, IPPROTO_IP, MCAST_JOIN_GROUP, &gr,
-				 sizeof(gr));
-	}
-	if (ret < 0) {
-		ret = -errno;
-		close(m->fd);
-		m->fd = -1;
-	}
-	return ret;
-}
-
-static struct qps_verbs_mcast **find(struct qps_verbs_dev *vd,
-				     struct in_addr group,
-				     struct in_addr source)
-{
-	struct qps_verbs_mcast **pp;
-
-	for (pp = &vd->mcast; *pp; pp = &(*pp)->next)
-		if ((*pp)->group.s_addr == group.s_addr &&
-		    (*pp)->source.s_addr == source.s_addr)
-			break;
-	return pp;
+	memset(nd, 0, sizeof(*nd));
+	nd->list = &vd->mcast;
+	nd->lock = &vd->lock;
+	nd->ifindex = vd->ifindex;
+	nd->ifname = vd->ifname;
+	return nd;
 }
 
 int qps_verbs_mcast_attach(struct qps_dev *dev, struct in_addr group,
 			   struct in_addr source)
 {
 	struct qps_verbs_dev *vd = qps_verbs_dev(dev);
-	struct qps_verbs_mcast **pp, *m;
-	int ret = 0;
+	struct qps_igmp_netdev nd;
+	int ret;
 
-	if (!IN_MULTICAST(ntohl(group.s_addr)))
-		return -EINVAL;
-	pthread_mutex_lock(&vd->lock);
-	pp = find(vd, group, source);
-	if (*pp) {
-		(*pp)->refs++;
-		goto out;
-	}
-	ret = -ENOMEM;
-	m = calloc(1, sizeof(*m));
-	if (!m)
-		goto out;
-	m->group = group;
-	m->source = source;
-	m->refs = 1;
-	m->fd = -1;
-	ret = 0;
-	if (vd->ifindex) {
-		ret = igmp_join(vd, m);
-	} else if (!vd->mcast_warned) {
-		/* Counted all the same, so detach pairs with attach. */
-		vd->mcast_warned = true;
+	ret = qps_igmp_attach(igmp_netdev(vd, &nd), group, source);
+	/* Counted all the same, so detach pairs with attach. Relaxed: the
+	 * flag only makes the warning once, it orders nothing. */
+	if (ret == 1 && !vd->ifindex &&
+	    !__atomic_exchange_n(&vd->mcast_warned, true, __ATOMIC_RELAXED))
 		qps_verbs_log("%s: no netdev behind GID 0: multicast groups "
 			      "are not joined with IGMP (the switch must "
 			      "flood them)", vd->info.name);
-	}
-	if (ret < 0) {
-		free(m);
-		goto out;
-	}
-	m->next = vd->mcast;
-	vd->mcast = m;
-out:
-	pthread_mutex_unlock(&vd->lock);
-	return ret;
-}
-
-static void leave(struct qps_verbs_mcast *m)
-{
-	if (m->fd >= 0)
-		close(m->fd);	/* the kernel leaves: IGMP leave */
-	free(m);
+	return ret < 0 ? ret : 0;
 }
 
 int qps_verbs_mcast_detach(struct qps_dev *dev, struct in_addr group,
 			   struct in_addr source)
 {
-	struct qps_verbs_dev *vd = qps_verbs_dev(dev);
-	struct qps_verbs_mcast **pp, *m;
-	int ret = 0;
+	struct qps_igmp_netdev nd;
 
-	pthread_mutex_lock(&vd->lock);
-	pp = find(vd, group, source);
-	m = *pp;
-	if (!m) {
-		ret = -ENOENT;
-	} else if (--m->refs == 0) {
-		*pp = m->next;
-		leave(m);
-	}
-	pthread_mutex_unlock(&vd->lock);
-	return ret;
+	return qps_igmp_detach(igmp_netdev(qps_verbs_dev(dev), &nd), group,
+			       source);
 }
 
 void qps_verbs_mcast_close(struct qps_verbs_dev *vd)
 {
-	struct qps_verbs_mcast *m;
+	struct qps_igmp_netdev nd;
 
-	while ((m = vd->mcast)) {
-		vd->mcast = m->next;
-		leave(m);
-	}
+	qps_igmp_close(igmp_netdev(vd, &nd));
 }

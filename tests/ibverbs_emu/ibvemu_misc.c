@@ -128,12 +128,9 @@ const char *ibv_wc_status_str(enum ibv_wc_status st)
 
 /* --- rates ------------------------------------------------------------- */
 
-/* enum ibv_rate in order, as multiples of 2.5 Gb/s and as Mb/s. */
-static const struct {
-	enum ibv_rate rate;
-	int mult;
-	int mbps;
-} rates[] = {
+/* enum ibv_rate in order: the rate, as a multiple of 2.5 Gb/s, in Mb/s. */
+enum { COL_RATE, COL_MULT, COL_MBPS };
+static const int rates[][3] = {
 	{ IBV_RATE_2_5_GBPS, 1, 2500 },     { IBV_RATE_5_GBPS, 2, 5000 },
 	{ IBV_RATE_10_GBPS, 4, 10000 },     { IBV_RATE_20_GBPS, 8, 20000 },
 	{ IBV_RATE_30_GBPS, 12, 30000 },    { IBV_RATE_40_GBPS, 16, 40000 },
@@ -148,44 +145,37 @@ static const struct {
 };
 #define NRATES (sizeof(rates) / sizeof(rates[0]))
 
-int ibv_rate_to_mult(enum ibv_rate rate)
+/* The @to column of the first row whose @from column is @v, else @none. */
+static int rate_map(int from, int v, int to, int none)
 {
 	unsigned int i;
 
 	for (i = 0; i < NRATES; i++)
-		if (rates[i].rate == rate)
-			return rates[i].mult;
-	return -1;
+		if (rates[i][from] == v)
+			return rates[i][to];
+	return none;
+}
+
+int ibv_rate_to_mult(enum ibv_rate rate)
+{
+	return rate_map(COL_RATE, (int)rate, COL_MULT, -1);
 }
 
 enum ibv_rate mult_to_ibv_rate(int mult)
 {
-	unsigned int i;
-
-	for (i = 0; i < NRATES; i++)
-		if (rates[i].mult == mult)
-			return rates[i].rate;
-	return IBV_RATE_MAX;
+	return (enum ibv_rate)rate_map(COL_MULT, mult, COL_RATE,
+				       IBV_RATE_MAX);
 }
 
 int ibv_rate_to_mbps(enum ibv_rate rate)
 {
-	unsigned int i;
-
-	for (i = 0; i < NRATES; i++)
-		if (rates[i].rate == rate)
-			return rates[i].mbps;
-	return -1;
+	return rate_map(COL_RATE, (int)rate, COL_MBPS, -1);
 }
 
 enum ibv_rate mbps_to_ibv_rate(int mbps)
 {
-	unsigned int i;
-
-	for (i = 0; i < NRATES; i++)
-		if (rates[i].mbps == mbps)
-			return rates[i].rate;
-	return IBV_RATE_MAX;
+	return (enum ibv_rate)rate_map(COL_MBPS, mbps, COL_RATE,
+				       IBV_RATE_MAX);
 }
 
 /* --- fork -------------------------------------------------------------- */
