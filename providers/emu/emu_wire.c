@@ -234,6 +234,23 @@ static uint32_t env_mtu(void)
 	return (uint32_t)v;
 }
 
+/* How long an attacher waits for a creator to finish the wire. Tests that
+ * corrupt the header on purpose (the wire fuzzer) set it to 0 so that an
+ * unfinished wire fails at once instead of costing them the wait. */
+static int attach_wait_ms(void)
+{
+	const char *s = getenv("QPS_EMU_ATTACH_WAIT_MS");
+	char *end;
+	unsigned long v;
+
+	if (!s || !*s)
+		return EMU_ATTACH_WAIT_MS;
+	v = strtoul(s, &end, 10);
+	if (*end || v > EMU_ATTACH_WAIT_MS)
+		return EMU_ATTACH_WAIT_MS;
+	return (int)v;
+}
+
 static void sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000,
@@ -325,6 +342,7 @@ static int wire_open_existing(int fd, const char *shm_name,
 	struct qps_emu_wire_hdr *h;
 	struct stat st;
 	void *base;
+	int wait_ms = attach_wait_ms();
 	int waited = 0;
 
 	for (;;) {
@@ -334,7 +352,7 @@ static int wire_open_existing(int fd, const char *shm_name,
 			break;
 		if (st.st_size != 0)
 			return -EPROTO;	/* another layout or version */
-		if (waited >= EMU_ATTACH_WAIT_MS) {
+		if (waited >= wait_ms) {
 			/* A live creator truncates within microseconds. */
 			shm_unlink(shm_name);
 			return -EAGAIN;
@@ -357,7 +375,7 @@ static int wire_open_existing(int fd, const char *shm_name,
 			munmap(base, g->size);
 			return -EPROTO;
 		}
-		if (waited >= EMU_ATTACH_WAIT_MS || pid_dead(pid)) {
+		if (waited >= wait_ms || pid_dead(pid)) {
 			munmap(base, g->size);
 			if (pid == 0 || pid_dead(pid)) {
 				shm_unlink(shm_name);
