@@ -3,9 +3,12 @@
 
 #include <CUnit/Basic.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -192,6 +195,54 @@ struct qps_ctx *t_ctxs_emu(struct t_ctxs *s, const char *wire,
 	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
 	t_ctxs_add(s, ctx);
 	return ctx;
+}
+
+int t_wait_child(int pid, int timeout_ms)
+{
+	uint64_t end = t_now_ms() + (uint64_t)timeout_ms;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			return -2;
+		if (t_now_ms() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			fprintf(stderr, "child %d killed after %d ms\n", pid,
+				timeout_ms);
+			return -1;
+		}
+		usleep(5000);
+	}
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -3;
+}
+
+struct t_ctxs t_suite_ctxs;
+
+void t_suite_begin(void)
+{
+	t_ctxs_destroy(&t_suite_ctxs, 0);
+}
+
+void t_suite_end(void)
+{
+	t_ctxs_destroy(&t_suite_ctxs, 1);
+}
+
+void t_suite_cleanup(void)
+{
+	t_ctxs_destroy(&t_suite_ctxs, 0);
+}
+
+struct qps_ctx *t_suite_ctx(const char *wire, const char *ip)
+{
+	return t_ctxs_emu(&t_suite_ctxs, wire, ip);
 }
 
 uint64_t t_check_delivery(struct qps_ctx *tx, struct qps_ctx *rx,

@@ -85,6 +85,17 @@ void t_ctxs_destroy(struct t_ctxs *s, int check);
 struct qps_ctx *t_ctxs_emu(struct t_ctxs *s, const char *wire,
 			   const char *ip);
 
+/* The set most suites use, one per test program, with the calls each
+ * test makes: t_suite_begin() first (destroys what an aborted test left
+ * behind), t_suite_end() last (destroys and checks, cleaning the wire);
+ * t_suite_cleanup is the atexit handler for an aborted run. */
+extern struct t_ctxs t_suite_ctxs;
+void t_suite_begin(void);
+void t_suite_end(void);
+void t_suite_cleanup(void);
+/* t_ctxs_emu on t_suite_ctxs. */
+struct qps_ctx *t_suite_ctx(const char *wire, const char *ip);
+
 /* The context's counters, asserting the whole struct was filled. */
 struct qps_stats t_ctx_stats(struct qps_ctx *ctx);
 
@@ -112,6 +123,11 @@ void t_sleep_ms(unsigned int ms);
 
 /* CLOCK_MONOTONIC in milliseconds, for test deadlines. */
 uint64_t t_now_ms(void);
+
+/* Exit status of child @pid: 0..255 its exit code, 128+sig when a signal
+ * ended it, -1 when it outlived @timeout_ms and was killed (said on
+ * stderr), -2 when waitpid failed. */
+int t_wait_child(int pid, int timeout_ms);
 
 /* The IPv4 address @s (dotted quad) in network order; 0 if malformed. */
 uint32_t t_ip4(const char *s);

@@ -45,32 +45,29 @@ static void t_eq2(long long got, long long w1, long long w2,
 /* Context tracking: every test destroys its contexts; an aborted test's
  * leftovers are destroyed by the next test or at exit. */
 
-static struct t_ctxs g_ctxs;
+/* The environment variables some tests set are cleared around each. */
+static void env_clear(void)
+{
+	unsetenv("QPS_PROVIDER");
+	unsetenv("QPS_DEV");
+}
 
 static void ctx_cleanup_atexit(void)
 {
-	t_ctxs_destroy(&g_ctxs, 0);
-	unsetenv("QPS_PROVIDER");
-	unsetenv("QPS_DEV");
+	t_suite_cleanup();
+	env_clear();
 }
 
 static void t_begin(void)
 {
-	t_ctxs_destroy(&g_ctxs, 0);
-	unsetenv("QPS_PROVIDER");
-	unsetenv("QPS_DEV");
+	t_suite_begin();
+	env_clear();
 }
 
 static void t_end(void)
 {
-	t_ctxs_destroy(&g_ctxs, 1);
-	unsetenv("QPS_PROVIDER");
-	unsetenv("QPS_DEV");
-}
-
-static struct qps_ctx *mkctx(const char *wire, const char *ip)
-{
-	return t_ctxs_emu(&g_ctxs, wire, ip);
+	t_suite_end();
+	env_clear();
 }
 
 static struct qps_ep *mkep(struct qps_ctx *ctx)
@@ -110,7 +107,7 @@ static int try_create(const struct qps_ctx_attr *attr)
 	int rc = qps_ctx_create(attr, &ctx);
 
 	if (rc == 0)
-		t_ctxs_add(&g_ctxs, ctx);
+		t_ctxs_add(&t_suite_ctxs, ctx);
 	return rc;
 }
 
@@ -152,7 +149,7 @@ static void test_ctx_defaults(void)
 	CU_ASSERT_FATAL(setenv("QPS_DEV", wire, 1) == 0);
 	EQ_FATAL(qps_ctx_create(NULL, &c1), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(c1);
-	t_ctxs_add(&g_ctxs, c1);
+	t_ctxs_add(&t_suite_ctxs, c1);
 	check_default_info(c1, wire);
 
 	/* comp_mask 0: all defaults as well; a second port on the same wire
@@ -160,7 +157,7 @@ static void test_ctx_defaults(void)
 	memset(&attr, 0, sizeof(attr));
 	EQ_FATAL(qps_ctx_create(&attr, &c2), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
-	t_ctxs_add(&g_ctxs, c2);
+	t_ctxs_add(&t_suite_ctxs, c2);
 	check_default_info(c2, wire);
 	unsetenv("QPS_DEV");
 
@@ -193,7 +190,7 @@ static void test_ctx_attr(void)
 	attr.tx_depth = 64;
 	attr.rx_depth = 128;
 	EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
-	t_ctxs_add(&g_ctxs, ctx);
+	t_ctxs_add(&t_suite_ctxs, ctx);
 	EQ(qps_ctx_query(ctx, &info), 0);
 	EQ(info.addr.s_addr, ip_of("198.18.0.77"));
 	CU_ASSERT(info.tx_depth >= 64 && info.tx_depth <= 4096);
@@ -284,7 +281,7 @@ static void test_ctx_bad(void)
 
 	/* NULL out-pointers on a good context: header silent; -EINVAL or
 	 * -EFAULT (Linux's for a bad user pointer) are both accepted. */
-	ctx = mkctx(wire, IP_A);
+	ctx = t_suite_ctx(wire, IP_A);
 	EQ2(qps_ctx_query(ctx, NULL), -EINVAL, -EFAULT);
 	EQ2(qps_ctx_stats(ctx, NULL, sizeof(st)), -EINVAL, -EFAULT);
 	/* ... but size 0 copies nothing, so NULL is fine there. */
@@ -319,7 +316,7 @@ static void test_provider_env(void)
 	rc = qps_ctx_create(&attr, &ctx);
 	EQ(rc, 0);
 	if (rc == 0) {
-		t_ctxs_add(&g_ctxs, ctx);
+		t_ctxs_add(&t_suite_ctxs, ctx);
 		EQ(qps_ctx_query(ctx, &info), 0);
 		CU_ASSERT_STRING_EQUAL(info.provider, "emu");
 	}
@@ -330,7 +327,7 @@ static void test_provider_env(void)
 	rc = qps_ctx_create(NULL, &ctx);
 	EQ(rc, 0);
 	if (rc == 0) {
-		t_ctxs_add(&g_ctxs, ctx);
+		t_ctxs_add(&t_suite_ctxs, ctx);
 		EQ(qps_ctx_query(ctx, &info), 0);
 		CU_ASSERT_STRING_EQUAL(info.provider, "emu");
 		CU_ASSERT_STRING_EQUAL(info.dev, wire);
@@ -354,7 +351,7 @@ static void test_ep_create_bad(void)
 
 	t_begin();
 	t_wire_name(wire, sizeof(wire), "api-epc");
-	ctx = mkctx(wire, IP_A);
+	ctx = t_suite_ctx(wire, IP_A);
 
 	/* Bad type: header silent -> -EINVAL (socket(2) with a bad type). */
 	EQ(qps_ep_create(ctx, 0, &ep), -EINVAL);
@@ -373,7 +370,7 @@ static void test_ep_create_bad(void)
 		struct qps_ctx *small = NULL;
 
 		EQ_FATAL(qps_ctx_create(&attr, &small), 0);
-		t_ctxs_add(&g_ctxs, small);
+		t_ctxs_add(&t_suite_ctxs, small);
 		EQ(qps_ep_create(small, QPS_EP_DGRAM, &eps[0]), 0);
 		EQ(qps_ep_create(small, QPS_EP_DGRAM, &eps[1]), 0);
 		rc = qps_ep_create(small, QPS_EP_DGRAM, &eps[2]);
@@ -433,7 +430,7 @@ static void test_ep_closed(void)
 
 	t_begin();
 	t_wire_name(wire, sizeof(wire), "api-closed");
-	ctx = mkctx(wire, IP_A);
+	ctx = t_suite_ctx(wire, IP_A);
 
 	ep = mkep(ctx);
 	EQ(qps_ep_close(ep), 0);
@@ -476,8 +473,8 @@ static void test_buffers(void)
 
 	t_begin();
 	t_wire_name(wire, sizeof(wire), "api-buf");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	ep = mkep(a);
 	rx = mkep(b);
 	EQ(qps_bind(rx, (struct sockaddr *)&d, sizeof(d)), 0);
@@ -524,8 +521,8 @@ static void test_addresses(void)
 
 	t_begin();
 	t_wire_name(wire, sizeof(wire), "api-addr");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	ep = mkep(a);
 	rx = mkep(b);
 	EQ(qps_bind(rx, (struct sockaddr *)&d, sizeof(d)), 0);
@@ -599,7 +596,7 @@ static void test_options(void)
 
 	t_begin();
 	t_wire_name(wire, sizeof(wire), "api-opt");
-	ctx = mkctx(wire, IP_A);
+	ctx = t_suite_ctx(wire, IP_A);
 	ep = mkep(ctx);
 
 	/* Unknown option: -ENOPROTOOPT (header). */
@@ -694,8 +691,8 @@ static void test_flags(void)
 
 	t_begin();
 	t_wire_name(wire, sizeof(wire), "api-flags");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	tx = mkep(a);
 	rx = mkep(b);
 	EQ(qps_bind(rx, (struct sockaddr *)&d, sizeof(d)), 0);
@@ -752,8 +749,8 @@ static void test_stats_size(void)
 
 	t_begin();
 	t_wire_name(wire, sizeof(wire), "api-stats");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	tx = mkep(a);
 	rx = mkep(b);
 	EQ(qps_bind(rx, (struct sockaddr *)&d, sizeof(d)), 0);
@@ -836,10 +833,10 @@ static void test_errno_untouched(void)
 	KEEPS_ERRNO(try_create(&attr), -ENOENT);
 	KEEPS_ERRNO(t_ctx_emu(wire, IP_A, &ctx), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-	t_ctxs_add(&g_ctxs, ctx);
+	t_ctxs_add(&t_suite_ctxs, ctx);
 	KEEPS_ERRNO(t_ctx_emu(wire, IP_B, &ctx2), 0);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx2);
-	t_ctxs_add(&g_ctxs, ctx2);
+	t_ctxs_add(&t_suite_ctxs, ctx2);
 	KEEPS_ERRNO(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
 	KEEPS_ERRNO(qps_ep_create(ctx2, QPS_EP_DGRAM, &rx), 0);
 	CU_ASSERT_FATAL(ep != NULL && rx != NULL);
@@ -862,7 +859,7 @@ static void test_errno_untouched(void)
 	KEEPS_ERRNO(qps_recv(rx, buf, sizeof(buf), QPS_MSG_DONTWAIT), -EAGAIN);
 	KEEPS_ERRNO(qps_ep_close(ep), 0);
 	KEEPS_ERRNO(qps_ep_close(ep), -EBADF);
-	g_ctxs.n = 0;
+	t_suite_ctxs.n = 0;
 	KEEPS_ERRNO(qps_ctx_destroy(ctx2), 0);
 	KEEPS_ERRNO(qps_ctx_destroy(ctx), 0);
 	t_end();

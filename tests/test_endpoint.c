@@ -46,30 +46,6 @@
 /* ------------------------------------------------------------------ */
 /* Context tracking and small helpers.                                  */
 
-static struct t_ctxs g_ctxs;
-
-static void ctx_cleanup_atexit(void)
-{
-	t_ctxs_destroy(&g_ctxs, 0);
-}
-
-/* Start of every test: remove what an aborted test left behind. */
-static void t_begin(void)
-{
-	t_ctxs_destroy(&g_ctxs, 0);
-}
-
-/* End of every test: destroy the test's contexts (cleans the wire). */
-static void t_end(void)
-{
-	t_ctxs_destroy(&g_ctxs, 1);
-}
-
-static struct qps_ctx *mkctx(const char *wire, const char *ip)
-{
-	return t_ctxs_emu(&g_ctxs, wire, ip);
-}
-
 static void set_int(struct qps_ep *ep, int opt, int v)
 {
 	EQ(qps_setopt(ep, opt, &v, sizeof(v)), 0);
@@ -123,14 +99,6 @@ static uint32_t ip_of(const char *ip)
 
 	inet_pton(AF_INET, ip, &a);
 	return a.s_addr;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void fill(uint8_t *buf, size_t len, unsigned int seed)
@@ -198,36 +166,6 @@ static void put_byte(int fd, char c)
 		perror("write pipe");
 }
 
-/* Exit status of @pid, killing it past the deadline: 0..255 exit code,
- * 128+sig if killed by a signal, -1 if it had to be killed. */
-static int wait_child(pid_t pid, int timeout_ms)
-{
-	int64_t end = now_ms() + timeout_ms;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -2;
-		if (now_ms() > end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			fprintf(stderr, "child %d killed after %d ms\n",
-				(int)pid, timeout_ms);
-			return -1;
-		}
-		usleep(5000);
-	}
-	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
-	if (WIFSIGNALED(st))
-		return 128 + WTERMSIG(st);
-	return -3;
-}
-
 #define CHILD_FAIL(code, ...) \
 	do { \
 		fprintf(stderr, "child: " __VA_ARGS__); \
@@ -248,10 +186,10 @@ static void test_two_ctx_datagram(void)
 	uint8_t out[300], in[2048];
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-2ctx");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 
 	rx = mkep(b, IP_B, 5000);
 	tx = mkep(a, IP_A, 4000);
@@ -310,7 +248,7 @@ static void test_two_ctx_datagram(void)
 	/* Nothing else arrived anywhere. */
 	EQ(drain(rx), 0);
 	EQ(drain(tx), 0);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -400,7 +338,7 @@ static void test_two_process(void)
 	uint8_t out[256];
 	int st;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-2proc");
 	CU_ASSERT_FATAL(pipe(c2p) == 0);
 	fflush(NULL);
@@ -417,7 +355,7 @@ static void test_two_process(void)
 		CU_FAIL("child did not report bound");
 		goto out;
 	}
-	a = mkctx(wire, IP_A);
+	a = t_suite_ctx(wire, IP_A);
 	tx = mkep(a, IP_A, XP_TX_PORT);
 	for (int i = 0; i < XP_N; i++) {
 		xp_fill(out, i);
@@ -425,10 +363,10 @@ static void test_two_process(void)
 		   xp_len(i));
 	}
 out:
-	st = wait_child(pid, T_CHILD_MS);
+	st = t_wait_child(pid, T_CHILD_MS);
 	EQ(st, 0);
 	close(c2p[0]);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -446,10 +384,10 @@ static void test_sizes(void)
 	uint32_t max;
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-sizes");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	memset(&info, 0, sizeof(info));
 	EQ_FATAL(qps_ctx_query(a, &info), 0);
 	EQ(info.max_payload, info.mtu - 28);
@@ -501,7 +439,7 @@ static void test_sizes(void)
 
 	/* The refused ones never arrived. */
 	EQ(drain(rx), 0);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -517,10 +455,10 @@ static void test_boundaries(void)
 	struct qps_stats s0, s1;
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-bound");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	rx = mkep(b, IP_B, 5000);
 	tx = mkep(a, IP_A, 4000);
 
@@ -580,7 +518,7 @@ static void test_boundaries(void)
 	EQ(get_int(rx, QPS_OPT_RXQ_LEN), 0);
 
 	EQ(drain(rx), 0);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -595,17 +533,17 @@ static void test_nonblock_timeout(void)
 	int64_t t0, dt;
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-nb");
-	a = mkctx(wire, IP_A);
+	a = t_suite_ctx(wire, IP_A);
 	ep = mkep(a, IP_A, 5000);
 
 	EQ(qps_set_nonblock(ep, 1), 0);
 	EQ(get_int(ep, QPS_OPT_NONBLOCK), 1);
-	t0 = now_ms();
+	t0 = (int64_t)t_now_ms();
 	EQ(qps_recv(ep, in, sizeof(in), 0), -EAGAIN);
 	EQ(qps_recvfrom(ep, in, sizeof(in), 0, NULL, NULL), -EAGAIN);
-	LE(now_ms() - t0, 500);	/* did not wait for RCVTIMEO (3 s) */
+	LE((int64_t)t_now_ms() - t0, 500);	/* did not wait for RCVTIMEO (3 s) */
 
 	EQ(qps_set_nonblock(ep, 0), 0);
 	EQ(get_int(ep, QPS_OPT_NONBLOCK), 0);
@@ -617,13 +555,13 @@ static void test_nonblock_timeout(void)
 
 	set_int(ep, QPS_OPT_RCVTIMEO, 100);
 	EQ(get_int(ep, QPS_OPT_RCVTIMEO), 100);
-	t0 = now_ms();
+	t0 = (int64_t)t_now_ms();
 	r = qps_recv(ep, in, sizeof(in), 0);
-	dt = now_ms() - t0;
+	dt = (int64_t)t_now_ms() - t0;
 	EQ(r, -ETIMEDOUT);
 	GE(dt, 90);
 	LE(dt, 1500);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -684,10 +622,10 @@ static void test_epoll(void)
 	int epfd, first;
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-epoll");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	rx = mkep(b, IP_B, 5000);
 	tx = mkep(a, IP_A, 4000);
 	epfd = epoll_on(rx);
@@ -734,7 +672,7 @@ static void test_epoll(void)
 		EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT) , 9);
 	}
 	close(epfd);
-	t_end();
+	t_suite_end();
 }
 
 #define EPX_PORT 7000
@@ -784,7 +722,7 @@ static void test_epoll_process(void)
 	uint8_t in[2048];
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-epollx");
 	CU_ASSERT_FATAL(pipe(p2c) == 0);
 	CU_ASSERT_FATAL(pipe(c2p) == 0);
@@ -800,7 +738,7 @@ static void test_epoll_process(void)
 	close(c2p[1]);
 
 	/* The parent opens its context only after the fork. */
-	a = mkctx(wire, IP_A);
+	a = t_suite_ctx(wire, IP_A);
 	rx = mkep(a, IP_A, EPX_PORT);
 	epfd = epoll_on(rx);
 	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), -EAGAIN);
@@ -818,11 +756,11 @@ static void test_epoll_process(void)
 	EQ(wait_byte(c2p[0], T_PIPE_MS), 'S');
 
 	put_byte(p2c[1], 'D');
-	EQ(wait_child(pid, T_CHILD_MS), 0);
+	EQ(t_wait_child(pid, T_CHILD_MS), 0);
 	close(epfd);
 	close(p2c[1]);
 	close(c2p[0]);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -838,11 +776,11 @@ static void test_connect(void)
 	uint8_t in[256];
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-conn");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
-	c = mkctx(wire, IP_C);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	c = t_suite_ctx(wire, IP_C);
 	rx = mkep(a, IP_A, 5000);
 	s1 = mkep(b, IP_B, 6000);
 	s2 = mkep(b, IP_B, 6001);
@@ -948,7 +886,7 @@ static void test_connect(void)
 	EQ(sin_port(&src), 6000);
 
 	EQ(drain(rx), 0);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -963,10 +901,10 @@ static void test_bind(void)
 	socklen_t sl;
 	uint8_t in[64];
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-bind");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 
 	/* Port 0: an ephemeral port, different for two endpoints. */
 	e0 = mkep(a, IP_A, 0);
@@ -1043,7 +981,7 @@ static void test_bind(void)
 
 		CU_ASSERT_PTR_NOT_NULL(ob);
 	}
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -1058,10 +996,10 @@ static void test_unreachable(void)
 	uint8_t in[64];
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-unreach");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	tx = mkep(a, IP_A, 4000);
 	rx = mkep(b, IP_B, 5000);
 
@@ -1089,13 +1027,13 @@ static void test_unreachable(void)
 
 	/* A port that leaves the wire becomes unreachable. */
 	{
-		struct qps_ctx *c = mkctx(wire, IP_C);
+		struct qps_ctx *c = t_suite_ctx(wire, IP_C);
 		struct qps_ep *rc_ep = mkep(c, IP_C, 5000);
 
 		EQ(send_to(tx, "hi", 2, 0, IP_C, 5000), 2);
 		EQ(qps_recv(rc_ep, in, sizeof(in), 0), 2);
 		/* destroy C (last tracked) */
-		g_ctxs.n--;
+		t_suite_ctxs.n--;
 		EQ(qps_ctx_destroy(c), 0);
 		/* Off emu the news comes as kernel neighbour events, read
 		 * at most once per (coarse-clock) millisecond. */
@@ -1103,7 +1041,7 @@ static void test_unreachable(void)
 			t_sleep_ms(20);
 		EQ(send_to(tx, "gone", 4, 0, IP_C, 5000), -EHOSTUNREACH);
 	}
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -1119,10 +1057,10 @@ static void test_stats(void)
 	const int n1 = 10, n2 = 6;
 	uint64_t bytes = 0;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-stats");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	tx = mkep(a, IP_A, 4000);
 	rx = mkep(b, IP_B, 5000);
 	a0 = stats_of(a);
@@ -1193,7 +1131,7 @@ static void test_stats(void)
 		EQ(bb.rx_no_endpoint - b1.rx_no_endpoint, 1);
 		EQ(bb.rx_packets, b1.rx_packets);
 	}
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -1211,10 +1149,10 @@ static void test_rcvbuf(void)
 	uint64_t acc = 0, drops;
 	ssize_t r;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "ep-rcvbuf");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	tx = mkep(a, IP_A, 4000);
 	rx = mkep(b, IP_B, 5000);
 	set_int(rx, QPS_OPT_RCVBUF, 4);
@@ -1267,7 +1205,7 @@ static void test_rcvbuf(void)
 	/* The queue accepts again once drained. */
 	EQ(send_to(tx, "again", 5, 0, IP_B, 5000), 5);
 	EQ(qps_recv(rx, in, sizeof(in), 0), 5);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -1290,6 +1228,6 @@ static CU_TestInfo tests[] = {
 
 int main(void)
 {
-	atexit(ctx_cleanup_atexit);
+	atexit(t_suite_cleanup);
 	return t_run("endpoint", tests);
 }

@@ -37,7 +37,6 @@
 #define FI_MAX_CALLS 4000
 
 static char g_wire[64];
-static struct t_ctxs g_ctxs;
 
 static int count_fds(void)
 {
@@ -100,9 +99,9 @@ static struct qps_ctx *ctx_small(const char *ip, uint32_t tx_depth,
 	struct qps_ctx_attr attr = small_attr(ip, tx_depth, rx_depth, num_txq);
 	struct qps_ctx *ctx = NULL;
 
-	CU_ASSERT_FATAL(g_ctxs.n < T_CTX_MAX);
+	CU_ASSERT_FATAL(t_suite_ctxs.n < T_CTX_MAX);
 	T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
-	t_ctxs_add(&g_ctxs, ctx);
+	t_ctxs_add(&t_suite_ctxs, ctx);
 	return ctx;
 }
 
@@ -281,7 +280,7 @@ static void test_ep_setup_no_fds(void)
 
 	T_EQ_FATAL(getrlimit(RLIMIT_NOFILE, &old), 0);
 	T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
-	t_ctxs_add(&g_ctxs, ctx);
+	t_ctxs_add(&t_suite_ctxs, ctx);
 	fds0 = count_fds();
 	base = lowest_free_fd();
 	T_GE(base, 0);
@@ -303,7 +302,7 @@ static void test_ep_setup_no_fds(void)
 	T_GE(failed, 1);
 	printf("\n    endpoint set-up: -EMFILE at %d descriptor limits\n",
 	       failed);
-	t_ctxs_destroy(&g_ctxs, 1);
+	t_suite_end();
 }
 
 /* A receiving endpoint on its own context. */
@@ -380,7 +379,7 @@ static void test_sq_full_nonblock(void)
 	got = recv_all(in);
 	t_check_delivery(tx, rx, (uint64_t)ok, (uint64_t)got, &ts, &rs);
 	T_EQ(got, ok);
-	t_ctxs_destroy(&g_ctxs, 1);
+	t_suite_end();
 }
 
 struct restarter {
@@ -447,7 +446,7 @@ static void test_sq_full_sndtimeo(void)
 	got = recv_all(in);
 	t_check_delivery(tx, rx, (uint64_t)ok, (uint64_t)got, &a, &b);
 	T_EQ(got, ok);
-	t_ctxs_destroy(&g_ctxs, 1);
+	t_suite_end();
 }
 
 /* Burst into a receiver that polls nothing: once its posted buffers are
@@ -489,7 +488,7 @@ static void test_rx_no_buffers(void)
 	got += recv_all(in);
 	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
 	T_EQ(got, rx_depth + rx_depth / 2);
-	t_ctxs_destroy(&g_ctxs, 1);
+	t_suite_end();
 }
 
 /* An endpoint receive queue (RCVBUF) full: counted in rx_queue_full, the
@@ -521,7 +520,7 @@ static void test_rxq_full(void)
 	got += recv_all(in);
 	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
 	T_EQ(got, 2 * rcvbuf);
-	t_ctxs_destroy(&g_ctxs, 1);
+	t_suite_end();
 }
 
 /*
@@ -591,12 +590,12 @@ static void test_cq_overrun(void)
 	got += recv_all(in);
 	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
 	T_EQ(got, sent);
-	t_ctxs_destroy(&g_ctxs, 1);
+	t_suite_end();
 }
 
 static void cleanup(void)
 {
-	t_ctxs_destroy(&g_ctxs, 0);
+	t_suite_cleanup();
 }
 
 int main(void)

@@ -54,28 +54,6 @@
 /* ------------------------------------------------------------------ */
 /* Contexts, endpoints, traffic.                                        */
 
-static struct t_ctxs g_ctxs;
-
-static void ctx_cleanup_atexit(void)
-{
-	t_ctxs_destroy(&g_ctxs, 0);
-}
-
-static void t_begin(void)
-{
-	t_ctxs_destroy(&g_ctxs, 0);
-}
-
-static void t_end(void)
-{
-	t_ctxs_destroy(&g_ctxs, 1);
-}
-
-static struct qps_ctx *mkctx(const char *wire, const char *ip)
-{
-	return t_ctxs_emu(&g_ctxs, wire, ip);
-}
-
 static uint32_t ip_of(const char *ip)
 {
 	struct in_addr a;
@@ -163,45 +141,12 @@ static void send_seq(struct qps_ep *tx, const char *ip, unsigned short port,
 	}
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Exit status of @pid, killed past the deadline (-1 then). */
-static int wait_child(pid_t pid, int timeout_ms)
-{
-	int64_t end = now_ms() + timeout_ms;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -2;
-		if (now_ms() > end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			return -1;
-		}
-		usleep(5000);
-	}
-	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
-	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -3;
-}
-
 /* Progress @ctx until the counter at @field_off reaches @want, or
  * T_WAIT_MS. */
 static int wait_stats(struct qps_ctx *ctx, uint64_t want,
 		      size_t field_off)
 {
-	int64_t end = now_ms() + T_WAIT_MS;
+	int64_t end = (int64_t)t_now_ms() + T_WAIT_MS;
 	struct qps_stats st;
 	uint64_t v;
 
@@ -211,7 +156,7 @@ static int wait_stats(struct qps_ctx *ctx, uint64_t want,
 		memcpy(&v, (char *)&st + field_off, sizeof(v));
 		if (v >= want)
 			return 0;
-		if (now_ms() > end)
+		if ((int64_t)t_now_ms() > end)
 			return -ETIMEDOUT;
 		usleep(200);
 	}
@@ -305,9 +250,9 @@ static void test_errors(void)
 	struct qps_mreq m;
 
 	T_EXCLUDED_RETURN();
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-err");
-	b = mkctx(wire, IP_B);
+	b = t_suite_ctx(wire, IP_B);
 	ep = mkep(b, "0.0.0.0", PORT_G, 0);
 	unbound = mkep(b, NULL, 0, 0);
 	uni = mkep(b, IP_B, PORT_G + 1, 0);
@@ -358,7 +303,7 @@ static void test_errors(void)
 	EQ(stats_of(b).mc_rule_refs, 0);
 	EQ(stats_of(b).mc_joins, stats_of(b).mc_leaves);
 	EQ(emu_mac_refs(b), 0);
-	t_end();
+	t_suite_end();
 }
 
 /* The device has room for a bounded number of group filters: the join
@@ -371,9 +316,9 @@ static void test_device_full(void)
 	int i, ok = 0, rc = 0, base;
 
 	T_EXCLUDED_RETURN();
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-full");
-	b = mkctx(wire, IP_B);
+	b = t_suite_ctx(wire, IP_B);
 	ep = mkep(b, "0.0.0.0", PORT_G, 0);
 	base = emu_rules(b);
 	for (i = 0; i < 400; i++) {
@@ -392,7 +337,7 @@ static void test_device_full(void)
 	EQ(stats_of(b).mc_rules, 0);
 	EQ(emu_rules(b), base);
 	EQ(emu_mac_refs(b), 0);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -411,9 +356,9 @@ static void test_refcount(void)
 	int o, k, base, created = 0;
 
 	T_EXCLUDED_RETURN();
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-ref");
-	b = mkctx(wire, IP_B);
+	b = t_suite_ctx(wire, IP_B);
 	for (k = 0; k < 3; k++)
 		ep[k] = mkep(b, "0.0.0.0", PORT_G, 1);
 	base = emu_rules(b);
@@ -451,7 +396,7 @@ static void test_refcount(void)
 	EQ(st.mc_leaves, 6 * 3 + 2);
 	EQ(st.mc_rules, 0);
 	EQ(st.mc_rule_refs, 0);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -467,10 +412,10 @@ static void test_early_and_fanout(void)
 	uint8_t s1[N_PKT], s2[N_PKT];
 	struct qps_stats st;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-path");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	tx = mkep(a, IP_A, PORT_TX, 0);
 	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
 	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
@@ -525,7 +470,7 @@ static void test_early_and_fanout(void)
 	EQ(st.rx_no_endpoint, 0);
 	partition_holds(&st);
 	all_buffers_home(b);
-	t_end();
+	t_suite_end();
 }
 
 /* Queued datagrams keep their buffer when the subscriber leaves, and
@@ -537,10 +482,10 @@ static void test_release_on_close(void)
 	struct qps_ep *tx, *r1, *r2;
 	uint8_t s[N_PKT];
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-close");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	tx = mkep(a, IP_A, PORT_TX, 0);
 	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
 	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
@@ -554,7 +499,7 @@ static void test_release_on_close(void)
 	all_once(s, N_PKT);
 	EQ(qps_ep_close(r2), 0);		/* N_PKT still queued */
 	all_buffers_home(b);
-	t_end();
+	t_suite_end();
 }
 
 static void test_source_filter(void)
@@ -568,11 +513,11 @@ static void test_source_filter(void)
 	ssize_t r;
 	int got_a = 0, got_c = 0;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-ssm");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
-	c = mkctx(wire, IP_C);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	c = t_suite_ctx(wire, IP_C);
 	txa = mkep(a, IP_A, PORT_TX, 0);
 	txc = mkep(c, IP_C, PORT_TX, 0);
 	ssm = mkep(b, "0.0.0.0", PORT_G, 1);
@@ -620,7 +565,7 @@ static void test_source_filter(void)
 	EQ(st.rx_mc_filtered, 2 * N_PKT);
 	partition_holds(&st);
 	all_buffers_home(b);
-	t_end();
+	t_suite_end();
 }
 
 /* A connected subscriber takes a group's datagrams only from its peer. */
@@ -632,11 +577,11 @@ static void test_connected_subscriber(void)
 	struct sockaddr_in peer = t_sin(IP_A, PORT_TX);
 	uint8_t s[N_PKT];
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-conn");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
-	c = mkctx(wire, IP_C);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	c = t_suite_ctx(wire, IP_C);
 	txa = mkep(a, IP_A, PORT_TX, 0);
 	txc = mkep(c, IP_C, PORT_TX, 0);
 	r = mkep(b, "0.0.0.0", PORT_G, 0);
@@ -649,7 +594,7 @@ static void test_connected_subscriber(void)
 	EQ(drain(r, 1, s, N_PKT), N_PKT);
 	all_once(s, N_PKT);
 	EQ(stats_of(b).rx_mc_filtered, 10);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -691,8 +636,8 @@ static int xp_child(const char *wire, int wfd, int rfd)
 		if (poll(&pf, 1, T_PIPE_MS) != 1)
 			rc = 14;
 	}
-	end = now_ms() + T_WAIT_MS;
-	while (!rc && got < XP_N && now_ms() < end) {
+	end = (int64_t)t_now_ms() + T_WAIT_MS;
+	while (!rc && got < XP_N && (int64_t)t_now_ms() < end) {
 		r = qps_recv(ep, &p, sizeof(p), 0);
 		if (r == -EAGAIN)
 			continue;
@@ -725,7 +670,7 @@ static void test_two_process(void)
 	char c = 0;
 	pid_t pid;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-2proc");
 	CU_ASSERT_FATAL(pipe(c2p) == 0 && pipe(p2c) == 0);
 	fflush(NULL);
@@ -745,7 +690,7 @@ static void test_two_process(void)
 		CU_FAIL("child did not join");
 		goto out;
 	}
-	a = mkctx(wire, IP_A);
+	a = t_suite_ctx(wire, IP_A);
 	tx = mkep(a, IP_A, PORT_TX, 0);
 	send_seq(tx, GRP2, PORT_G, 2, 0, XP_N);	/* joined, other port */
 	send_seq(tx, GRP3, PORT_G, 3, 0, XP_N);	/* not joined */
@@ -753,11 +698,11 @@ static void test_two_process(void)
 	send_seq(tx, GRP1, PORT_G, 1, 0, XP_N);
 	EQ(write(p2c[1], "S", 1), 1);
 out:
-	st = wait_child(pid, T_CHILD_MS);
+	st = t_wait_child(pid, T_CHILD_MS);
 	EQ(st, 0);
 	close(c2p[0]);
 	close(p2c[1]);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -774,10 +719,10 @@ static void test_unicast_paths(void)
 	uint8_t s[N_PKT];
 	struct qps_stats st;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-uni");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 
 	/* Two peers of A whose 4-tuples share a bucket on B. */
 	h1 = (uint16_t)(qps_conn_hash(ip_of(IP_A), htons(20000),
@@ -840,7 +785,7 @@ static void test_unicast_paths(void)
 	EQ(st.rx_demux_connected, 2 * N_PKT);
 	EQ(st.rx_pktinfo, 0);
 	partition_holds(&st);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -864,10 +809,10 @@ static void test_pktinfo(void)
 	uint64_t t0, t1;
 	int on = 1, i;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-info");
-	a = mkctx(wire, IP_A);
-	b = mkctx(wire, IP_B);
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
 	tx = mkep(a, IP_A, PORT_TX, 0);
 	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
 	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
@@ -945,7 +890,7 @@ static void test_pktinfo(void)
 	EQ(qps_recvmsg(u, &m, 0), sizeof(p));
 	EQ(m.flags, 0);
 	EQ(stats_of(b).rx_pktinfo, 11);
-	t_end();
+	t_suite_end();
 }
 
 /* ------------------------------------------------------------------ */
@@ -1013,11 +958,11 @@ static void test_race(void)
 	int64_t end;
 	int i, k, churn = 0;
 
-	t_begin();
+	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-race");
 	memset(&r, 0, sizeof(r));
-	r.a = mkctx(wire, IP_A);
-	r.b = mkctx(wire, IP_B);
+	r.a = t_suite_ctx(wire, IP_A);
+	r.b = t_suite_ctx(wire, IP_B);
 	r.tx = mkep(r.a, IP_A, PORT_TX, 0);
 	r.steady = mkep(r.b, "0.0.0.0", PORT_G, 1);
 	EQ_FATAL(join(r.steady, GRP1, NULL), 0);
@@ -1026,8 +971,8 @@ static void test_race(void)
 
 	/* Churn: subscribers come and go, by leave and by close, while
 	 * datagrams are being demultiplexed to them. */
-	end = now_ms() + 1500;
-	for (i = 0; now_ms() < end; i++) {
+	end = (int64_t)t_now_ms() + 1500;
+	for (i = 0; (int64_t)t_now_ms() < end; i++) {
 		k = i & 3;
 		if (!ep[k]) {
 			ep[k] = mkep(r.b, "0.0.0.0", PORT_G, 1);
@@ -1077,7 +1022,7 @@ static void test_race(void)
 	       (unsigned long long)r.sent, (unsigned long long)r.steady_got,
 	       (unsigned long long)st.rx_demux_early,
 	       (unsigned long long)st.rx_demux_fanout);
-	t_end();
+	t_suite_end();
 }
 
 int main(void)
@@ -1097,7 +1042,7 @@ int main(void)
 		CU_TEST_INFO_NULL,
 	};
 
-	atexit(ctx_cleanup_atexit);
+	atexit(t_suite_cleanup);
 	signal(SIGPIPE, SIG_IGN);
 	return t_run("mcast", tests);
 }

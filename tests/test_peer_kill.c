@@ -47,7 +47,6 @@
 #define VICTIM_BATCH 32
 
 static char g_wire[64];
-static struct t_ctxs g_ctxs;
 
 /* --- the victim process ------------------------------------------------- */
 
@@ -274,8 +273,8 @@ static void test_kill_mid_burst(void)
 	uint64_t v_before;
 
 	memset(&rt, 0, sizeof(rt));
-	rctx = t_ctxs_emu(&g_ctxs, g_wire, R_IP);
-	tctx = t_ctxs_emu(&g_ctxs, g_wire, T_IP);
+	rctx = t_suite_ctx(g_wire, R_IP);
+	tctx = t_suite_ctx(g_wire, T_IP);
 	rep = t_ep_bound(rctx, R_IP, R_PORT, 2000);
 	tep = t_ep_bound(tctx, T_IP, T_PORT, 2000);
 	rt.ep = rep;
@@ -343,7 +342,7 @@ static void test_kill_mid_burst(void)
 	T_EQ(c.cqe_corrupt, 0);
 	T_EQ(rt.other, 0);
 	T_EQ(st.rx_bad[QPS_RX_BAD_UDP_CSUM], 0);
-	t_ctxs_destroy(&g_ctxs, 1);
+	t_suite_end();
 }
 
 /* --- half-done deliveries ----------------------------------------------- */
@@ -513,7 +512,7 @@ static void test_half_done_delivery(void)
 
 static void cleanup(void)
 {
-	t_ctxs_destroy(&g_ctxs, 0);
+	t_suite_cleanup();
 }
 
 int main(int argc, char **argv)

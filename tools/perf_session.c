@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -158,6 +159,31 @@ void perf_session_end(struct perf_session *s)
 	if (s->lfd >= 0)
 		close(s->lfd);
 	s->fd = s->lfd = -1;
+}
+
+int perf_session_main(int argc, char **argv, enum perf_test test,
+		      void (*head)(const struct perf_session *s),
+		      int (*run_size)(struct perf_session *s, uint32_t size))
+{
+	struct perf_session s;
+	unsigned int k;
+	int ret;
+
+	ret = perf_session_start(&s, argc, argv, test);
+	if (ret == 1)
+		return 0;
+	if (ret < 0)
+		return 1;
+	perf_print_line(stdout);
+	head(&s);
+	for (k = 0; k < s.n_sizes && ret == 0; k++)
+		ret = run_size(&s, s.sizes[k]);
+	perf_print_line(stdout);
+	if (ret < 0)
+		fprintf(stderr, "%s: test failed: %s\n", s.o.prog,
+			strerror(-ret));
+	perf_session_end(&s);
+	return ret < 0 ? 1 : 0;
 }
 
 /* The JSON fields every result line starts with. */

@@ -24,6 +24,14 @@ struct perf_session {
 int perf_session_start(struct perf_session *s, int argc, char **argv,
 		       enum perf_test test);
 void perf_session_end(struct perf_session *s);
+/*
+ * A whole tool run: start the session, print the table head (@head), run
+ * @run_size for each message size until one fails, end the session.
+ * Returns the process exit status.
+ */
+int perf_session_main(int argc, char **argv, enum perf_test test,
+		      void (*head)(const struct perf_session *s),
+		      int (*run_size)(struct perf_session *s, uint32_t size));
 void perf_session_json_head(const struct perf_session *s, struct perf_json *j,
 			    char *buf, size_t cap);
 int perf_session_json_print(struct perf_json *j);

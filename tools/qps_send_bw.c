@@ -436,26 +436,18 @@ static int bw_server_size(struct perf_session *s, uint32_t size)
 	return ret;
 }
 
+/* o.server is the host this side connected to: set on the client. */
+static int bw_size(struct perf_session *s, uint32_t size)
+{
+	return s->o.server ? bw_client_size(s, size) : bw_server_size(s, size);
+}
+
+static void bw_head(const struct perf_session *s)
+{
+	perf_print_bw_head(stdout, s->o.report_gbits);
+}
+
 int main(int argc, char **argv)
 {
-	struct perf_session s;
-	unsigned int k;
-	int ret;
-
-	ret = perf_session_start(&s, argc, argv, PERF_TEST_BW);
-	if (ret == 1)
-		return 0;
-	if (ret < 0)
-		return 1;
-	perf_print_line(stdout);
-	perf_print_bw_head(stdout, s.o.report_gbits);
-	for (k = 0; k < s.n_sizes && ret == 0; k++)
-		ret = s.o.server ? bw_client_size(&s, s.sizes[k]) :
-				   bw_server_size(&s, s.sizes[k]);
-	perf_print_line(stdout);
-	if (ret < 0)
-		fprintf(stderr, "%s: test failed: %s\n", s.o.prog,
-			strerror(-ret));
-	perf_session_end(&s);
-	return ret < 0 ? 1 : 0;
+	return perf_session_main(argc, argv, PERF_TEST_BW, bw_head, bw_size);
 }

@@ -278,25 +278,13 @@ out:
 	return ret;
 }
 
+static void lat_head(const struct perf_session *s)
+{
+	perf_print_lat_head(stdout, s->o.duration != 0);
+}
+
 int main(int argc, char **argv)
 {
-	struct perf_session s;
-	unsigned int k;
-	int ret;
-
-	ret = perf_session_start(&s, argc, argv, PERF_TEST_LAT);
-	if (ret == 1)
-		return 0;
-	if (ret < 0)
-		return 1;
-	perf_print_line(stdout);
-	perf_print_lat_head(stdout, s.o.duration != 0);
-	for (k = 0; k < s.n_sizes && ret == 0; k++)
-		ret = lat_size(&s, s.sizes[k]);
-	perf_print_line(stdout);
-	if (ret < 0)
-		fprintf(stderr, "%s: test failed: %s\n", s.o.prog,
-			strerror(-ret));
-	perf_session_end(&s);
-	return ret < 0 ? 1 : 0;
+	return perf_session_main(argc, argv, PERF_TEST_LAT, lat_head,
+				 lat_size);
 }
