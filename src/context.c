@@ -2,8 +2,9 @@
 /*
  * Context lifetime: open the device through its provider, create the
  * receive CQ and the send queues (sq.c: send QP 0 is also the receive QP),
- * the send-QP selector, install the port's steering rules, and set up the
- * receive buffers and endpoint table.
+ * the send-QP selector, install the port's steering rules (raw transport;
+ * UD QPs are addressed by QPN and get the peer table and AH cache of
+ * ud_addr.c instead), and set up the receive buffers and endpoint table.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "sq.h"
+#include "ud.h"
 
 _Static_assert(QPS_TX_POLICY_HASH == (int)QPS_TXQ_POLICY_HASH &&
 	       QPS_TX_POLICY_CPU == (int)QPS_TXQ_POLICY_CPU &&
@@ -72,11 +74,15 @@ static int qps_ctx_tx_path(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 	}
 	if (path > QPS_TX_PATH_DIRECT)
 		return -EINVAL;
+	/* UD goes through WRs only: an mlx4 UD WQE carries an address
+	 * vector (datagram segment) that sq_mlx4.c does not write. */
 	if (path == QPS_TX_PATH_AUTO)
-		path = (ctx->info.caps & QPS_DEV_CAP_MLX4_SQ) ?
+		path = (ctx->info.caps & QPS_DEV_CAP_MLX4_SQ) &&
+		       ctx->transport == QPS_TRANSPORT_RAW ?
 		       QPS_TX_PATH_DIRECT : QPS_TX_PATH_GENERIC;
 	if (path == QPS_TX_PATH_DIRECT &&
-	    !(ctx->info.caps & QPS_DEV_CAP_MLX4_SQ))
+	    (!(ctx->info.caps & QPS_DEV_CAP_MLX4_SQ) ||
+	     ctx->transport != QPS_TRANSPORT_RAW))
 		return -EOPNOTSUPP;
 	ctx->tx_path = path;
 	return 0;
@@ -93,6 +99,50 @@ static int qps_ctx_db_delay(struct qps_ctx *ctx,
 		us = attr->db_delay_us;
 	}
 	ctx->db_delay_ns = (uint64_t)us * 1000u;
+	return 0;
+}
+
+/* Completion moderation (tx.c): 1..tx_depth, after tx_depth is known. */
+static int qps_ctx_tx_signal(struct qps_ctx *ctx,
+			     const struct qps_ctx_attr *attr)
+{
+	uint32_t n = QPS_TX_SIGNAL_DEFAULT;
+
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_TX_SIGNAL)) {
+		if (!attr->tx_signal || attr->tx_signal > ctx->tx_depth)
+			return -EINVAL;
+		n = attr->tx_signal;
+	}
+	ctx->tx_signal = n < ctx->tx_depth ? n : ctx->tx_depth;
+	return 0;
+}
+
+/* The transport asked for; whether the device has it is checked once it
+ * is open (qps_ctx_ud_check). */
+static int qps_ctx_transport(struct qps_ctx *ctx,
+			     const struct qps_ctx_attr *attr)
+{
+	uint32_t t = QPS_TRANSPORT_RAW;
+
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_TRANSPORT))
+		t = attr->transport;
+	if (t != QPS_TRANSPORT_RAW && t != QPS_TRANSPORT_UD)
+		return -EINVAL;
+	ctx->transport = t;
+	return 0;
+}
+
+/* UD needs UD QPs and a UD MTU with room for qpsock's header. */
+static int qps_ctx_ud_check(struct qps_ctx *ctx)
+{
+	if (ctx->transport != QPS_TRANSPORT_UD)
+		return 0;
+	if (!(ctx->info.caps & QPS_DEV_CAP_UD) ||
+	    ctx->info.ud_mtu <= QPS_UD_HDR_LEN) {
+		qps_log_err("provider %s (%s) has no UD QPs: use the raw "
+			    "transport", ctx->provider, ctx->info.name);
+		return -EOPNOTSUPP;
+	}
 	return 0;
 }
 
@@ -170,6 +220,8 @@ static void qps_ctx_teardown(struct qps_ctx *ctx)
 	qps_rx_fini(ctx);
 	qps_db_fini(ctx);
 	qps_sqs_destroy(ctx);
+	/* After the QPs: a WR still in flight may name an AH. */
+	qps_ud_fini(ctx);
 	if (ctx->rx_cq)
 		ops->destroy_cq(ctx->rx_cq);
 	if (ctx->txq)
@@ -293,11 +345,17 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	if (!ret)
 		ret = qps_ctx_db_delay(ctx, attr);
 	if (!ret)
+		ret = qps_ctx_tx_signal(ctx, attr);
+	if (!ret)
+		ret = qps_ctx_transport(ctx, attr);
+	if (!ret)
 		ret = qps_ctx_txq_attr(ctx, attr, &ta);
 	if (!ret)
 		ret = qps_ctx_eps(ctx, attr);
 	if (!ret)
 		ret = qps_ctx_open_dev(ctx, attr);
+	if (!ret)
+		ret = qps_ctx_ud_check(ctx);
 	if (!ret)
 		ret = qps_ctx_tx_path(ctx, attr);
 	if (ret < 0)
@@ -306,11 +364,23 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ret = -EINVAL;
 		goto err;
 	}
-	ctx->max_payload = ctx->info.mtu - QPS_IP_HLEN - QPS_UDP_HLEN;
+	/* UD: one message of the UD MTU holds qpsock's header and the
+	 * payload (the device adds the rest). */
+	if (ctx->transport == QPS_TRANSPORT_UD)
+		ctx->max_payload = ctx->info.ud_mtu - QPS_UD_HDR_LEN;
+	else
+		ctx->max_payload = ctx->info.mtu - QPS_IP_HLEN - QPS_UDP_HLEN;
 	if (ctx->tx_depth > ctx->info.max_qp_wr)
 		ctx->tx_depth = ctx->info.max_qp_wr;
+	if (ctx->tx_signal > ctx->tx_depth)
+		ctx->tx_signal = ctx->tx_depth;
 	if (ctx->rx_depth > ctx->info.max_qp_wr)
 		ctx->rx_depth = ctx->info.max_qp_wr;
+	if (ctx->transport == QPS_TRANSPORT_UD) {
+		ret = qps_ud_init(ctx);
+		if (ret < 0)
+			goto err;
+	}
 
 	ret = qps_db_init(ctx);
 	if (ret < 0)
@@ -321,7 +391,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	ret = qps_rx_init(ctx);
 	if (ret < 0)
 		goto err;
-	ret = qps_ctx_flows(ctx);
+	/* UD needs no rules: the QPN addresses the QP. */
+	ret = ctx->ud ? 0 : qps_ctx_flows(ctx);
 	if (ret < 0)
 		goto err;
 
@@ -429,6 +500,10 @@ static void qps_ctx_stats_sq(struct qps_ctx *ctx, struct qps_stats *all)
 		all->tx_flush_close += s.flush[QPS_TXF_CLOSE];
 		all->tx_flush_full += s.flush[QPS_TXF_FULL];
 		all->tx_flush_timer += s.flush[QPS_TXF_TIMER];
+		all->tx_signaled += s.signaled;
+		all->tx_reaped += s.reaped;
+		all->qp_errors += s.qp_errors;
+		all->qp_recoveries += s.qp_recoveries;
 	}
 }
 
@@ -488,6 +563,7 @@ int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
 	qps_ctx_stats_sq(ctx, &all);
 	qps_ctx_stats_txq(ctx, &all);
 	qps_ctx_stats_bands(ctx, &all);
+	qps_ud_stats(ctx, &all);
 
 	memset(&dc, 0, sizeof(dc));
 	if (ctx->ops->counters(ctx->dev, &dc) == 0) {

@@ -40,6 +40,12 @@ uint64_t qps_now_ns(void)
  * Ring @sq's doorbell for every WQE written since the last one. Returns
  * how many it released (0 when none waited) or -errno (generic path: the
  * chain could not be posted and was counted in tx_errors).
+ *
+ * The last of them asks for a completion (completion moderation): so
+ * every WQE rung is reaped without waiting for a later send that may
+ * never come: a flow's in-flight count drains (docs/txq_select.md), and
+ * a flush, a close or a sender waiting for a slot finds its WQEs done.
+ * sq_generic.c and sq_mlx4.c set the flag; it is counted here.
  */
 int qps_db_ring_locked(struct qps_sq *sq, enum qps_txf cause)
 {
@@ -48,6 +54,12 @@ int qps_db_ring_locked(struct qps_sq *sq, enum qps_txf cause)
 
 	if (!n)
 		return 0;
+	/* since_sig counts the WQEs written after the last signalled one:
+	 * none means the tail asked already. */
+	if (sq->since_sig) {
+		sq->st.signaled++;
+		sq->since_sig = 0;
+	}
 	if (sq->ctx->tx_path == QPS_TX_PATH_DIRECT) {
 		if (qps_sq_mlx4_ring(&sq->mlx4) == QPS_SQ_RANG_BF)
 			sq->st.bf++;

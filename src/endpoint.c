@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "qps_int.h"
+#include "ud.h"
 
 int qps_ep_check(struct qps_ep *ep)
 {
@@ -345,7 +346,13 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 
 	qps_sq_lock_all(ctx);
 	gen = qps_route_gen(ctx);
-	ret = qps_route_resolve(ctx, NULL, sin->sin_addr.s_addr, mac);
+	/* UD has no MAC to cache: its AH is the send queues' business, and
+	 * a unicast peer needs a QPN (set or learned) to be reached. */
+	memset(mac, 0, sizeof(mac));
+	if (ctx->ud)
+		ret = qps_ud_peer_known(ctx, sin->sin_addr.s_addr);
+	else
+		ret = qps_route_resolve(ctx, NULL, sin->sin_addr.s_addr, mac);
 	if (ret == 0) {
 		pthread_mutex_lock(&ctx->ctl_lock);
 		ret = qps_ep_check(ep);

@@ -14,6 +14,15 @@
  * Source-specific joins filter in software: one rule serves endpoints with
  * different source lists, so it matches every source.
  *
+ * On the UD transport there are no steering rules: a datagram to a group
+ * reaches every QP attached to the group's GID, so the device object is
+ * the group's attachment (ud_mcast.c), made for the first (group, port)
+ * entry of a group and removed with its last; the table below is the same
+ * and still finds the subscribers by (group, port). The counters follow
+ * the device objects: mc_rules and mc_rules_created count groups attached
+ * on UD, steering rules on the raw path; mc_rule_refs counts memberships
+ * on both.
+ *
  * Writers hold ctx->ctl_lock. The table and each rule version are read by
  * the receive path without it, and freed after a grace period (demux.h).
  */
@@ -22,8 +31,23 @@
 #include <string.h>
 
 #include "qps_int.h"
+#include "ud.h"
 
 #define QPS_MC_TAB_MIN 64u
+
+/* UD: the groups attached to the receiving QP, each with the number of
+ * table entries (ports) using it. Writers only, under ctl_lock; a short
+ * array, as a device holds few groups and joins are rare. */
+struct qps_mc_group {
+	uint32_t group;
+	uint32_t refs;
+};
+
+struct qps_mc_groups {
+	uint32_t n;
+	uint32_t cap;
+	struct qps_mc_group g[];
+};
 
 static uint32_t qps_mc_hash(uint32_t group, uint16_t port)
 {
@@ -165,6 +189,88 @@ static int qps_mc_flow_create(struct qps_ctx *ctx, uint32_t group,
 				     flow);
 }
 
+static struct qps_mc_group *qps_mc_group_find(struct qps_ctx *ctx,
+					       uint32_t group)
+{
+	struct qps_mc_groups *gs = ctx->mc_groups;
+	uint32_t i;
+
+	for (i = 0; gs && i < gs->n; i++)
+		if (gs->g[i].group == group)
+			return &gs->g[i];
+	return NULL;
+}
+
+/* UD: a reference on @group's attachment; 1 when this one attached it. */
+static int qps_mc_group_get(struct qps_ctx *ctx, uint32_t group)
+{
+	struct qps_mc_groups *gs = ctx->mc_groups;
+	struct qps_mc_group *e = qps_mc_group_find(ctx, group);
+	int ret;
+
+	if (e) {
+		e->refs++;
+		return 0;
+	}
+	if (!gs || gs->n == gs->cap) {
+		uint32_t cap = gs ? gs->cap * 2 : 8;
+
+		gs = realloc(gs, sizeof(*gs) + cap * sizeof(gs->g[0]));
+		if (!gs)
+			return -ENOMEM;
+		if (!ctx->mc_groups)
+			gs->n = 0;
+		gs->cap = cap;
+		ctx->mc_groups = gs;
+	}
+	ret = qps_ud_group_attach(ctx, group);
+	if (ret < 0)
+		return ret;
+	gs->g[gs->n].group = group;
+	gs->g[gs->n].refs = 1;
+	gs->n++;
+	return 1;
+}
+
+/* UD: drop a reference; 1 when it was the last and the group detached. */
+static int qps_mc_group_put(struct qps_ctx *ctx, uint32_t group)
+{
+	struct qps_mc_groups *gs = ctx->mc_groups;
+	struct qps_mc_group *e = qps_mc_group_find(ctx, group);
+
+	if (!e || --e->refs)
+		return 0;
+	*e = gs->g[--gs->n];
+	/* Nothing to undo on failure: the entry is gone either way, and
+	 * a group left attached only costs the device filter room. */
+	qps_ud_group_detach(ctx, group);
+	return 1;
+}
+
+/* The device object behind a new (group, port) entry: its steering rule,
+ * or on UD a reference on the group's attachment. Returns 1 when a device
+ * object was made, 0 when an attached group was reused. */
+static int qps_mc_dev_add(struct qps_ctx *ctx, struct qps_mc_rule *r)
+{
+	int ret;
+
+	if (ctx->ud) {
+		r->flow = NULL;
+		return qps_mc_group_get(ctx, r->group);
+	}
+	ret = qps_mc_flow_create(ctx, r->group, r->port, &r->flow);
+	return ret < 0 ? ret : 1;
+}
+
+/* Undo qps_mc_dev_add; returns 1 when a device object went. */
+static int qps_mc_dev_del(struct qps_ctx *ctx, struct qps_mc_rule *r)
+{
+	if (ctx->ud)
+		return qps_mc_group_put(ctx, r->group);
+	ctx->ops->destroy_flow(r->flow);
+	return 1;
+}
+
 static void qps_mc_count(struct qps_ctx *ctx, int joins, int leaves,
 			 int rules, int created)
 {
@@ -199,20 +305,20 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 		r = qps_mc_rule_new(1);
 		if (!r)
 			return -ENOMEM;
-		ret = qps_mc_flow_create(ctx, group, port, &r->flow);
+		r->group = group;
+		r->port = port;
+		ret = qps_mc_dev_add(ctx, r);
 		if (ret < 0) {
 			free(r);
 			return qps_mc_dev_err(ret);
 		}
-		r->group = group;
-		r->port = port;
 		r->n = 1;
 		r->s[0].ep = ep;
 		r->s[0].source = source;
 		/* Frames the rule steers before this store find no rule and
 		 * count as rx_no_endpoint: the join has not returned yet. */
 		qps_mc_tab_put(ctx->mc_tab, r);
-		qps_mc_count(ctx, 0, 0, 1, 1);
+		qps_mc_count(ctx, 0, 0, ret, ret);
 		return 0;
 	}
 	old = ctx->mc_tab->slot[idx];
@@ -241,13 +347,15 @@ static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 		return;
 	old = t->slot[idx];
 	if (old->n == 1) {
-		/* The last subscriber: the device stops steering first. */
+		int gone;
+
+		/* The last subscriber: the device stops delivering first. */
 		QPS_RCU_STORE(t->slot[idx], QPS_MC_TOMB);
 		t->live--;
 		t->tombs++;
-		ctx->ops->destroy_flow(old->flow);
+		gone = qps_mc_dev_del(ctx, old);
 		qps_retire(ctx, old);
-		qps_mc_count(ctx, 0, 0, -1, 0);
+		qps_mc_count(ctx, 0, 0, -gone, 0);
 		return;
 	}
 	r = qps_mc_rule_new(old->n - 1);
@@ -435,4 +543,6 @@ void qps_mcast_fini(struct qps_ctx *ctx)
 {
 	free(ctx->mc_tab);
 	ctx->mc_tab = NULL;
+	free(ctx->mc_groups);
+	ctx->mc_groups = NULL;
 }

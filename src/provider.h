@@ -70,6 +70,10 @@ enum qps_dev_caps {
 	QPS_DEV_CAP_MLX4_SQ = 1 << 0,	/* mlx4_sq op works: direct WQE path */
 	QPS_DEV_CAP_FLOW = 1 << 1,	/* create_flow with ETH/IPv4/UDP specs */
 	QPS_DEV_CAP_UD = 1 << 2,	/* IBV_QPT_UD over RoCE v2, AHs, GIDs */
+	/* An error completion means the QP is in the error state (verbs
+	 * semantics) and modify_qp brings it back through RESET. Without
+	 * it (packet) an error fails only its own WQE. */
+	QPS_DEV_CAP_QP_ERR = 1 << 3,
 };
 
 /* GID table of a RoCE port, as mlx4 fills it from its netdev: index 0 is
@@ -90,6 +94,9 @@ struct qps_dev_info {
 	uint32_t max_cqe;
 	uint32_t max_inline;	/* bytes of inline data per send WQE */
 	uint32_t caps;		/* enum qps_dev_caps */
+	/* Bytes of one UD message (the path MTU of a UD QP: an IB MTU,
+	 * 256..4096, GRH not counted); 0 without QPS_DEV_CAP_UD. */
+	uint32_t ud_mtu;
 };
 
 struct qps_qp_init_attr {

@@ -32,7 +32,8 @@
 			  QPS_CTX_ATTR_RX_DEPTH | QPS_CTX_ATTR_MAX_EP | \
 			  QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_DB_DELAY | \
 			  QPS_CTX_ATTR_NUM_TXQ | QPS_CTX_ATTR_TXQ_POLICY | \
-			  QPS_CTX_ATTR_TXQ_FLOWS)
+			  QPS_CTX_ATTR_TXQ_FLOWS | QPS_CTX_ATTR_TX_SIGNAL | \
+			  QPS_CTX_ATTR_TRANSPORT)
 
 #ifndef container_of
 #define container_of(ptr, type, member) \
@@ -228,6 +229,9 @@ struct qps_ctx {
 	struct qps_mr *tx_mr;
 	uint32_t tx_path;		/* QPS_TX_PATH_GENERIC or _DIRECT */
 	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
+	uint32_t tx_signal;		/* completion every N WQEs (sq_*.c) */
+	uint32_t transport;		/* enum qps_transport */
+	struct qps_ud *ud;		/* UD transport state (ud.h), or NULL */
 	struct qps_db_timer db_timer;
 	uint16_t eph_next;		/* under ctl_lock */
 
@@ -242,6 +246,7 @@ struct qps_ctx {
 	struct qps_epoch rx_epoch;	/* the poller's reader slot */
 	bool cq_armed;			/* req_notify_cq since the last drain */
 	bool cq_arm_always;		/* an fd was handed out: keep armed */
+	bool rx_qp_err;			/* receive QP failed: see qp_recover.c */
 
 	/*
 	 * Endpoint table and demux tables under ctl_lock (lock order: the
@@ -255,6 +260,7 @@ struct qps_ctx {
 	struct qps_conn **conn_tab;	/* RCU buckets */
 	uint32_t conn_mask;
 	struct qps_mc_tab *mc_tab;	/* RCU */
+	struct qps_mc_groups *mc_groups; /* UD: groups attached (mcast.c) */
 	void **retired;
 	uint32_t retired_n;
 	uint32_t retired_cap;
@@ -310,6 +316,8 @@ void qps_rx_fini(struct qps_ctx *ctx);
 int qps_rx_progress_locked(struct qps_ctx *ctx);
 int qps_rx_arm_locked(struct qps_ctx *ctx);
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf);
+/* Post every buffer no endpoint holds (the receive QP is back up). */
+int qps_rx_refill_locked(struct qps_ctx *ctx);
 void qps_rxq_drain_locked(struct qps_ep *ep);
 bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts);

@@ -5,6 +5,11 @@
  * holding it has copied it out; the endpoint receive queues and the
  * receive calls. Everything here runs under ctx->rx_lock; the demux
  * tables are read inside an epoch section instead (demux.h).
+ *
+ * On the UD transport a buffer holds the 40-byte GRH the device writes,
+ * qpsock's UD header and the payload; qps_ud_parse (ud_frame.c) fills the
+ * same struct qps_frame_info as the frame parser, so everything after the
+ * parse (demultiplexing, queues, PKTINFO, source filters) is shared.
  */
 #include <errno.h>
 #include <poll.h>
@@ -14,6 +19,7 @@
 #include <unistd.h>
 
 #include "qps_int.h"
+#include "ud.h"
 
 #define QPS_RX_FLAGS (QPS_MSG_PEEK | QPS_MSG_TRUNC | QPS_MSG_DONTWAIT)
 
@@ -59,7 +65,11 @@ int qps_rx_init(struct qps_ctx *ctx)
 	ret = qps_rx_tables_init(ctx);
 	if (ret < 0)
 		return ret;
-	ctx->rx_buf_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
+	if (ctx->ud)
+		ctx->rx_buf_size = (QPS_UD_GRH_LEN + QPS_UD_HDR_LEN +
+				    ctx->max_payload + 63) & ~63u;
+	else
+		ctx->rx_buf_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
 	len = (size_t)ctx->rx_depth * ctx->rx_buf_size;
 	ret = ctx->ops->alloc_buf(ctx->dev, len, (void **)&ctx->rx_buf);
 	if (ret == 0) {
@@ -109,8 +119,29 @@ void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 {
 	if (--ctx->rx_ref[buf])
 		return;
+	/* The QP is failed: a buffer posted now would be flushed at once,
+	 * and progress would chase it forever. qp_recover.c reposts it. */
+	if (ctx->rx_qp_err)
+		return;
 	if (qps_rx_post(ctx, buf) < 0)
 		ctx->st.rx_errors++;
+}
+
+int qps_rx_refill_locked(struct qps_ctx *ctx)
+{
+	uint32_t i;
+	int ret = 0;
+
+	for (i = 0; i < ctx->rx_depth; i++) {
+		if (ctx->rx_ref[i])
+			continue;
+		if (qps_rx_post(ctx, i) < 0) {
+			ctx->st.rx_errors++;
+			ret = -EIO;
+		}
+	}
+	__atomic_store_n(&ctx->rx_qp_err, false, __ATOMIC_RELAXED);
+	return ret;
 }
 
 /*
@@ -207,6 +238,45 @@ struct qps_rx_item {
 	struct qps_frame_info fi;
 };
 
+/*
+ * A UD completion: the device says whether it wrote a GRH (IBV_WC_GRH);
+ * without one the buffer does not say who sent it. A valid datagram
+ * counts in rx_bad[QPS_RX_OK] as on the raw path, so "valid datagrams"
+ * means the same on both; the rejects have their own counters.
+ *
+ * Every valid datagram teaches the peer table where its sender receives,
+ * the context's own group datagrams included: the device hands them back
+ * to the receiving QP when it is attached (emu does; mlx4 does unless
+ * the QP blocks self-multicast loopback, which qpsock does not ask for),
+ * and they are delivered to the context's members exactly as the raw
+ * path delivers its own looped-back group frames; what they teach (this
+ * context's address -> its own QPN) is true.
+ */
+static bool qps_rx_check_ud(struct qps_ctx *ctx, const struct ibv_wc *wc,
+			    struct qps_rx_item *it)
+{
+	uint32_t qpn;
+	int ret;
+
+	if (!(wc->wc_flags & IBV_WC_GRH)) {
+		ctx->st.rx_ud_bad_grh++;
+		return false;
+	}
+	ret = qps_ud_parse(qps_rx_buf_addr(ctx, it->buf), wc->byte_len,
+			   &it->fi, &qpn);
+	if (ret == -EPROTO) {
+		ctx->st.rx_ud_bad_grh++;
+		return false;
+	}
+	if (ret < 0) {
+		ctx->st.rx_ud_bad_hdr++;
+		return false;
+	}
+	ctx->st.rx_bad[QPS_RX_OK]++;
+	qps_ud_learn(ctx, it->fi.hdr.saddr, qpn);
+	return true;
+}
+
 static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 			 struct qps_rx_item *it)
 {
@@ -223,6 +293,16 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 	ctx->rx_ref[it->buf] = 1;
 	if (wc->status != IBV_WC_SUCCESS || wc->byte_len > ctx->rx_buf_size) {
 		ctx->st.rx_errors++;
+		/* An error completion: the QP is in the error state. Written
+		 * under rx_lock; qp_recover.c reads it as a hint without. */
+		if (wc->status != IBV_WC_SUCCESS &&
+		    (ctx->info.caps & QPS_DEV_CAP_QP_ERR))
+			__atomic_store_n(&ctx->rx_qp_err, true,
+					 __ATOMIC_RELAXED);
+		return;
+	}
+	if (ctx->ud) {
+		it->ok = qps_rx_check_ud(ctx, wc, it);
 		return;
 	}
 	why = qps_frame_parse(qps_rx_buf_addr(ctx, it->buf), wc->byte_len,
@@ -347,6 +427,13 @@ struct qps_rx_out {
 	struct qps_rxmsg *msg;
 };
 
+/* UD: the IPv4 destination lies at byte 36 of either GRH the parser
+ * accepts: 20 + 16 in the IPv4 header of RoCE v2, the low four bytes of
+ * the IPv4-mapped destination GID (24 + 12) otherwise. */
+#define QPS_UD_GRH_DADDR 36
+/* The destination port in qpsock's UD header (ud.h). */
+#define QPS_UD_HDR_DPORT 6
+
 /* The destination of the datagram in @d, read back from its frame, which
  * the parser validated: only recvmsg with metadata pays for it. */
 static void qps_rxd_dst(struct qps_ctx *ctx, const struct qps_rxd *d,
@@ -356,6 +443,12 @@ static void qps_rxd_dst(struct qps_ctx *ctx, const struct qps_rxd *d,
 
 	memset(dst, 0, sizeof(*dst));
 	dst->sin_family = AF_INET;
+	if (ctx->ud) {
+		memcpy(&dst->sin_addr, f + QPS_UD_GRH_DADDR, 4);
+		memcpy(&dst->sin_port,
+		       f + d->off - QPS_UD_HDR_LEN + QPS_UD_HDR_DPORT, 2);
+		return;
+	}
 	memcpy(&dst->sin_addr, f + QPS_ETH_HLEN + 16, 4);
 	memcpy(&dst->sin_port, f + d->off - QPS_UDP_HLEN + 2, 2);
 }

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Send queue lifetime: each of a context's send queues gets its CQ, a
- * raw-packet QP, its slice of the registered slot buffer, a free-slot
- * stack and WRs, and on the direct path the mlx4 ring. Send queue 0's QP
- * also receives into ctx->rx_cq; the others have no receive queue
- * (max_recv_wr 0), and name their own send CQ as receive CQ because
+ * raw-packet QP (UD transport: a UD QP brought up to RTS, and a
+ * destination per slot), its slice of the registered slot buffer, a
+ * free-slot stack and WRs, and on the direct path the mlx4 ring. Send
+ * queue 0's QP also receives into ctx->rx_cq; the others have no receive
+ * queue (max_recv_wr 0), and name their own send CQ as receive CQ because
  * some providers (packet, libibverbs) refuse a QP without one.
  */
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "sq.h"
+#include "ud.h"
 
 /*
  * The priority bands of @sq, all their ring memory allocated now: the send
@@ -52,7 +54,7 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 		return ret;
 
 	memset(&qa, 0, sizeof(qa));
-	qa.qp_type = IBV_QPT_RAW_PACKET;
+	qa.qp_type = ctx->ud ? IBV_QPT_UD : IBV_QPT_RAW_PACKET;
 	qa.send_cq = sq->cq;
 	qa.cap.max_send_wr = ctx->tx_depth;
 	qa.cap.max_send_sge = 1;
@@ -65,8 +67,27 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 		qa.recv_cq = sq->cq;
 	}
 	ret = ctx->ops->create_qp(ctx->dev, &qa, &sq->qp);
+	/* A UD WQE spends room on its address vector, so a UD QP may hold
+	 * less inline data than the raw-packet probe found: ask for less
+	 * until the device agrees, and send inline only up to that. */
+	while (ret == -EINVAL && ctx->ud && qa.cap.max_inline_data) {
+		qa.cap.max_inline_data = qa.cap.max_inline_data > 64 ?
+					 qa.cap.max_inline_data / 2 : 0;
+		ret = ctx->ops->create_qp(ctx->dev, &qa, &sq->qp);
+	}
 	if (ret < 0)
 		return ret;
+	if (ctx->ud && ctx->info.max_inline > qa.cap.max_inline_data)
+		ctx->info.max_inline = qa.cap.max_inline_data;
+	if (ctx->ud) {
+		/* Created in RESET; QP 0 gets its receive buffers in RTS. */
+		ret = qps_qp_up(ctx, sq->qp);
+		if (ret < 0)
+			return ret;
+		sq->ud_dest = calloc(ctx->tx_depth, sizeof(*sq->ud_dest));
+		if (!sq->ud_dest)
+			return -ENOMEM;
+	}
 
 	sq->buf = ctx->tx_buf +
 		  (size_t)idx * ctx->tx_depth * ctx->tx_slot_size;
@@ -74,7 +95,15 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	sq->wr = calloc(ctx->tx_depth, sizeof(*sq->wr));
 	sq->sge = calloc(ctx->tx_depth, sizeof(*sq->sge));
 	sq->meta = calloc(ctx->tx_depth, sizeof(*sq->meta));
-	if (!sq->free || !sq->wr || !sq->sge || !sq->meta)
+	/* The posted order (tx.c): a power of two of at least tx_depth. */
+	sq->post_mask = 1;
+	while (sq->post_mask < ctx->tx_depth)
+		sq->post_mask <<= 1;
+	sq->posted = calloc(sq->post_mask, sizeof(*sq->posted));
+	sq->post_mask--;
+	sq->post_pos = calloc(ctx->tx_depth, sizeof(*sq->post_pos));
+	if (!sq->free || !sq->wr || !sq->sge || !sq->meta || !sq->posted ||
+	    !sq->post_pos)
 		return -ENOMEM;
 	ret = qps_sq_prio_open(ctx, sq);
 	if (ret < 0)
@@ -97,7 +126,13 @@ int qps_sqs_create(struct qps_ctx *ctx)
 	uint32_t i;
 	int ret;
 
-	ctx->tx_slot_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
+	/* A whole frame on the raw path; on UD the device adds the headers
+	 * and a slot holds qpsock's header and the payload. */
+	if (ctx->ud)
+		ctx->tx_slot_size = (QPS_UD_HDR_LEN + ctx->max_payload + 63) &
+				    ~63u;
+	else
+		ctx->tx_slot_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
 	len = (size_t)ctx->nsq * ctx->tx_depth * ctx->tx_slot_size;
 	len = (len + 4095) & ~(size_t)4095;
 	ctx->tx_buf = aligned_alloc(4096, len);
@@ -138,6 +173,9 @@ void qps_sqs_destroy(struct qps_ctx *ctx)
 		free(sq->wr);
 		free(sq->sge);
 		free(sq->meta);
+		free(sq->posted);
+		free(sq->post_pos);
+		free(sq->ud_dest);
 		if (sq->lock_init)
 			pthread_mutex_destroy(&sq->lock);
 	}

@@ -40,6 +40,10 @@ struct qps_sq_stats {
 	uint64_t doorbells;
 	uint64_t bf;
 	uint64_t flush[QPS_TXF_MAX];	/* why the doorbell was rung */
+	uint64_t qp_errors;		/* times the QP failed (qp_recover.c) */
+	uint64_t qp_recoveries;		/* times it was brought back */
+	uint64_t signaled;		/* WQEs that asked for a completion */
+	uint64_t reaped;		/* WQEs completed, signalled or not */
 };
 
 /*
@@ -74,9 +78,23 @@ struct qps_sq {
 	pthread_mutex_t lock;
 	uint32_t *free;			/* stack of free slot indexes */
 	struct qps_tx_meta *meta;	/* per slot: see struct qps_tx_meta */
+	struct qps_ud_dest *ud_dest;	/* per slot, UD transport only (ud.h) */
 	uint32_t nfree;
 	uint32_t inflight;		/* posted, not completed */
 	uint32_t unrung;		/* WQEs written since the last doorbell */
+	/*
+	 * Completion moderation (tx_signal): the slots in the order their
+	 * WQEs were written, oldest at post_tail. A CQE completes its own
+	 * WQE and every older one on the QP, so reaping pops up to its slot.
+	 * Positions are free-running counters; post_pos[slot] is where a
+	 * slot was pushed, which makes finding it O(1).
+	 */
+	uint32_t *posted;		/* post_mask + 1 entries */
+	uint32_t *post_pos;		/* per slot */
+	uint32_t post_mask;
+	uint32_t post_head;		/* next position to write */
+	uint32_t post_tail;		/* oldest not reaped */
+	uint32_t since_sig;		/* WQEs written after a signalled one */
 	struct ibv_send_wr *wr;		/* generic: one WR + SGE per slot */
 	struct ibv_sge *sge;
 	struct ibv_send_wr *pend_head;	/* generic: the unrung chain */
@@ -85,6 +103,8 @@ struct qps_sq {
 	/* The flusher (doorbell.c) reads these two without the lock. */
 	bool db_armed;			/* atomic: unrung WQEs left by a call */
 	uint64_t db_since;		/* atomic: monotonic ns it was armed */
+	bool qp_err;			/* an error completion: recover */
+	bool qp_dead;			/* recovery failed: sends -ENETDOWN */
 	uint16_t ip_id;
 	struct qps_route_slot route[QPS_ROUTE_SLOTS];
 	struct qps_sq_stats st;
@@ -107,8 +127,15 @@ int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more);
 int qps_tx_prio_idle(void *arg);
 
 /* tx.c: under sq->lock */
+/* Reap @sq's send CQ; returns the WQEs completed (slots given back). */
 int qps_tx_reap_locked(struct qps_sq *sq);
 void qps_tx_slot_put(struct qps_sq *sq, uint32_t slot);
+/* @slot's WQE was just written (or chained) on @sq's QP: the newest in
+ * the posted order that reaping follows. */
+void qps_tx_posted_push(struct qps_sq *sq, uint32_t slot);
+/* The @n newest pushed WQEs never reached the device (a dropped chain):
+ * forget them; their slots are the caller's to give back. */
+void qps_tx_posted_unpush(struct qps_sq *sq, uint32_t n);
 /*
  * Count the frame in @slot (@len bytes) on the QP (qps_txq_enqueue; its
  * head in *@head) and write it to the send queue. @more: another frame
@@ -124,8 +151,17 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 int qps_tx_end_locked(struct qps_sq *sq, bool more);
 
 /* sq_generic.c: the WR chain path */
-void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len);
+/* Chain @slot's WR; @signaled: it asks for a completion (the chain's
+ * tail is made to at ring time regardless). */
+void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len,
+			bool signaled);
 int qps_sq_generic_ring(struct qps_sq *sq);
+
+/* qp_recover.c: under sq->lock; bring the QP back if it failed (0 when
+ * it had not), -EAGAIN while the device still holds WQEs of it. */
+int qps_qp_recover_locked(struct qps_sq *sq);
+/* RESET -> INIT -> RTR -> RTS, raw-packet or UD (QPS_UD_QKEY). */
+int qps_qp_up(struct qps_ctx *ctx, struct qps_qp *qp);
 
 /* doorbell.c: under sq->lock */
 int qps_db_ring_locked(struct qps_sq *sq, enum qps_txf cause);

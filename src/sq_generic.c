@@ -2,8 +2,11 @@
 /*
  * Generic send path, for any provider: each frame becomes an
  * ibv_send_wr chained behind the unrung ones, and a burst is posted in one
- * call, which is one doorbell on every provider (verbs semantics). Every
- * WR is signalled so that a completion returns exactly its slot.
+ * call, which is one doorbell on every provider (verbs semantics). A WR
+ * asks for a completion every tx_signal WRs (tx.c decides), and the tail
+ * of every chain does, set here at ring time: until post_send the chain
+ * is ours, so its tail's flag can still change. A completion returns its
+ * slot and every slot posted before it (tx.c, qps_tx_reap_locked).
  *
  * Called under the send queue's lock (sq.h).
  */
@@ -12,10 +15,12 @@
 #include <string.h>
 
 #include "sq.h"
+#include "ud.h"
 
 #define QPS_SQ_GENERIC_TRIES 1000
 
-void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len)
+void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len,
+			bool signaled)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	struct ibv_send_wr *wr = &sq->wr[slot];
@@ -29,7 +34,14 @@ void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len)
 	wr->sg_list = sge;
 	wr->num_sge = 1;
 	wr->opcode = IBV_WR_SEND;
-	wr->send_flags = IBV_SEND_SIGNALED;
+	if (sq->ud_dest) {
+		const struct qps_ud_dest *d = &sq->ud_dest[slot];
+
+		wr->wr.ud.ah = d->ah;
+		wr->wr.ud.remote_qpn = d->qpn;
+		wr->wr.ud.remote_qkey = d->qkey;
+	}
+	wr->send_flags = signaled ? IBV_SEND_SIGNALED : 0;
 	if (len <= ctx->info.max_inline)
 		wr->send_flags |= IBV_SEND_INLINE;
 	if (sq->pend_tail)
@@ -41,9 +53,10 @@ void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len)
 
 /*
  * Nothing of the chain can be sent: count it, give the slots back, and
- * take the WRs back from the QP's enqueued count. They are its newest
- * counted WRs (everything older was posted), which is what
- * qps_txq_enqueue_cancel requires.
+ * take the WRs back from the QP's enqueued count and the posted order.
+ * They are its newest counted and pushed WRs (everything older was
+ * posted), which is what qps_txq_enqueue_cancel and qps_tx_posted_unpush
+ * require. A signalled WR among them asked the device for nothing.
  */
 static void qps_sq_generic_drop(struct qps_sq *sq)
 {
@@ -52,9 +65,13 @@ static void qps_sq_generic_drop(struct qps_sq *sq)
 
 	for (wr = sq->pend_head; wr; wr = wr->next) {
 		sq->st.errors++;
-		qps_tx_slot_put(sq, (uint32_t)wr->wr_id);
+		if (wr->send_flags & IBV_SEND_SIGNALED)
+			sq->st.signaled--;
 		n++;
 	}
+	qps_tx_posted_unpush(sq, n);
+	for (wr = sq->pend_head; wr; wr = wr->next)
+		qps_tx_slot_put(sq, (uint32_t)wr->wr_id);
 	sq->pend_head = sq->pend_tail = NULL;
 	qps_txq_enqueue_cancel(sq->ctx->txq, (int)sq->idx, n);
 }
@@ -66,12 +83,20 @@ static void qps_sq_generic_drop(struct qps_sq *sq)
  * error drops the chain into tx_errors, so nothing vanishes uncounted.
  * Returns the number of post calls that reached the device (doorbells),
  * or -errno.
+ *
+ * The tail asks for a completion (doorbell.c counts it). A post that
+ * stopped part way leaves the part taken without a signalled tail; its
+ * slots are reaped with the rest's tail, posted next. Only if the rest is
+ * then dropped do they wait for the QP's next signalled WR (or its flush
+ * on an error): a provider refused a chain it had room for.
  */
 int qps_sq_generic_ring(struct qps_sq *sq)
 {
 	const struct qps_provider_ops *ops = sq->ctx->ops;
 	int rung = 0, tries = 0;
 
+	if (sq->pend_tail)
+		sq->pend_tail->send_flags |= IBV_SEND_SIGNALED;
 	while (sq->pend_head) {
 		struct ibv_send_wr *bad = NULL;
 		int ret = ops->post_send(sq->qp, sq->pend_head, &bad);

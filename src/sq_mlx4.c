@@ -13,6 +13,16 @@
  * The doorbell carries no producer index, so a postponed doorbell only
  * delays the device; it never exposes a half-written WQE.
  *
+ * Completion moderation: the WQE written last before a ring must ask for
+ * a completion (CQ_UPDATE), and whether a WQE is the last is known only
+ * at ring time. A device that is still running an earlier burst follows
+ * owner words without waiting for our doorbell (the doorbell carries no
+ * index), so a WQE it may already see cannot be changed safely. Hence the
+ * newest unrung WQE is written with its owner word held back: writing the
+ * next WQE hands it over as it is, ringing sets its CQ_UPDATE bit first.
+ * The device therefore sees the unrung WQEs up to the newest one only;
+ * it stops there, which is what a postponed doorbell asks anyway.
+ *
  * Called under the send queue's lock (sq.h), or by a test that owns the
  * queue.
  */
@@ -138,11 +148,33 @@ static void qps_sq_mlx4_stamp(struct qps_sq_mlx4 *sq, uint32_t ind)
 		*(uint32_t *)(void *)(wqe + off) = QPS_MLX4_STAMP;
 }
 
+/* The owner word of the WQE at @ind: SEND, and the owner bit of its lap
+ * of the ring. */
+static uint32_t qps_sq_mlx4_owner(const struct qps_sq_mlx4 *sq, uint32_t ind)
+{
+	return htobe32(MLX4_OPCODE_SEND |
+		       ((ind & sq->m.wqe_cnt) ? QPS_MLX4_OWNER : 0));
+}
+
+/* Hand the WQE at @ind to the device. Release: pairs with the device's
+ * acquire of owner_opcode (emu's engine; udma_to_device_barrier on
+ * hardware): the segments, ctrl flags and wr_id are visible before
+ * ownership passes. */
+static void qps_sq_mlx4_give(struct qps_sq_mlx4 *sq, uint32_t ind)
+{
+	struct mlx4_wqe_ctrl_seg *ctrl = (void *)qps_sq_mlx4_slot(sq, ind);
+
+	__atomic_store_n(&ctrl->owner_opcode, qps_sq_mlx4_owner(sq, ind),
+			 __ATOMIC_RELEASE);
+}
+
 /*
  * Write one SEND WQE for @frame: inline when it fits, else one data
- * segment (@lkey must cover the frame until its completion). The device
- * owns it when this returns but is not told; qps_sq_mlx4_ring() does.
- * -ENOSPC when the ring is full, -EINVAL for an empty frame.
+ * segment (@lkey must cover the frame until its completion); @signaled:
+ * it asks for a completion. The device gets it, unchanged, when the next
+ * WQE is written, or with CQ_UPDATE set when qps_sq_mlx4_ring() runs (see
+ * the top of this file). -ENOSPC when the ring is full, -EINVAL for an
+ * empty frame.
  */
 int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 		      uint32_t len, uint32_t lkey, uint64_t wr_id,
@@ -157,6 +189,10 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 		return -EINVAL;
 	if (!qps_sq_mlx4_room(sq))
 		return -ENOSPC;
+	/* The WQE before this one is not the last before the ring: it goes
+	 * as written. */
+	if (sq->head != sq->rung)
+		qps_sq_mlx4_give(sq, ind - 1);
 	wqe = qps_sq_mlx4_slot(sq, ind);
 	ctrl = (void *)wqe;
 	if (len <= sq->max_inline) {
@@ -172,15 +208,10 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 				    (signaled ? MLX4_WQE_CTRL_CQ_UPDATE : 0));
 	ctrl->imm = 0;
 	sq->m.wrid[ind & (sq->m.wqe_cnt - 1)] = wr_id;
-	/* Release: pairs with the device's acquire of owner_opcode (emu's
-	 * engine; udma_to_device_barrier on hardware): the segments and the
-	 * wr_id are visible before ownership passes. */
-	__atomic_store_n(&ctrl->owner_opcode,
-			 htobe32(MLX4_OPCODE_SEND |
-				 ((ind & sq->m.wqe_cnt) ? QPS_MLX4_OWNER : 0)),
-			 __ATOMIC_RELEASE);
-	/* The slot spare_wqes ahead held a WQE that completed (room above
-	 * guarantees it): stamp it for the device's prefetcher. */
+	/* The owner word still holds the previous lap's: the device does not
+	 * take this WQE before qps_sq_mlx4_give(). The slot spare_wqes
+	 * ahead held a WQE that completed (room above guarantees it): stamp
+	 * it for the device's prefetcher. */
 	qps_sq_mlx4_stamp(sq, ind + sq->m.spare_wqes);
 	sq->head = ind + 1;
 	*sq->m.head = sq->head;
@@ -194,7 +225,7 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq)
 {
 	uint8_t img[QPS_MLX4_BF_MAX] __attribute__((aligned(64)));
-	struct mlx4_wqe_ctrl_seg *c = (void *)img;
+	struct mlx4_wqe_ctrl_seg *c = (void *)img, *ctrl;
 	const uint8_t *wqe;
 	uint32_t last, bytes;
 
@@ -203,13 +234,20 @@ int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq)
 	last = sq->head - 1;
 	sq->rung = sq->head;
 	wqe = qps_sq_mlx4_slot(sq, last);
-	bytes = ((uint32_t)(((const struct mlx4_wqe_ctrl_seg *)(const void *)
-			     wqe)->fence_size & 0x3f) * 16 +
+	ctrl = (void *)qps_sq_mlx4_slot(sq, last);
+	/* The last WQE before the doorbell asks for a completion, so every
+	 * WQE rung here is reaped without waiting for a later one. Still
+	 * ours (owner word held back): a plain store, published by the
+	 * release in qps_sq_mlx4_give(). */
+	ctrl->srcrb_flags |= htobe32(MLX4_WQE_CTRL_CQ_UPDATE);
+	qps_sq_mlx4_give(sq, last);
+	bytes = ((uint32_t)(ctrl->fence_size & 0x3f) * 16 +
 		 QPS_MLX4_WQEBB - 1) & ~(QPS_MLX4_WQEBB - 1);
 	if (sq->bf && bytes <= sq->m.bf_buf_size) {
-		/* The register image of the last WQE: its index in the
-		 * owner word and our QP number over the vlan bytes, as
-		 * libmlx4 and mlx4_en build it. The ring copy stays. */
+		/* The register image of the last WQE, CQ_UPDATE included:
+		 * its index in the owner word and our QP number over the
+		 * vlan bytes, as libmlx4 and mlx4_en build it. The ring
+		 * copy stays. */
 		memcpy(img, wqe, bytes);
 		c->owner_opcode |= htobe32((last & 0xffff) << 8);
 		c->bf_qpn |= sq->m.doorbell_qpn;

@@ -12,7 +12,10 @@
  * qps_sendmmsg batch) lets the doorbell wait; doorbell.c decides when it
  * is rung. A slot returns to its queue's free stack when its send
  * completes, and the completion is counted for the flow table's in-flight
- * rule.
+ * rule. Completion moderation: a WQE asks for a completion every
+ * ctx->tx_signal WQEs and the last one before each doorbell always does
+ * (doorbell.c, sq_generic.c, sq_mlx4.c); a completion returns every slot
+ * posted up to its own, in the order they were posted.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "sq.h"
+#include "ud.h"
 
 #define QPS_TX_FLAGS (QPS_MSG_DONTWAIT | QPS_MSG_MORE)
 
@@ -34,11 +38,61 @@ void qps_tx_slot_put(struct qps_sq *sq, uint32_t slot)
 	sq->inflight--;
 }
 
+void qps_tx_posted_push(struct qps_sq *sq, uint32_t slot)
+{
+	/* Never full: a slot is in the ring at most once, and the ring has
+	 * at least tx_depth entries. */
+	sq->post_pos[slot] = sq->post_head;
+	sq->posted[sq->post_head & sq->post_mask] = slot;
+	sq->post_head++;
+}
+
+void qps_tx_posted_unpush(struct qps_sq *sq, uint32_t n)
+{
+	if (n > sq->post_head - sq->post_tail)
+		n = sq->post_head - sq->post_tail;
+	sq->post_head -= n;
+}
+
 /*
- * The completion side of @sq's QP: every CQE returns its slot and, per
- * poll batch, is counted for txq_select (errors and flushes too: a failed
- * WR is no longer in flight). An error completion means the QP failed:
- * its generation moves, so connected endpoints that cached it pick again.
+ * A completion for @wr_id: give back its slot and every slot posted
+ * before it on this QP, which completed with it (a device completes a
+ * send queue's WQEs in order, and moderated ones without a CQE of their
+ * own). Returns how many, or 0 when @wr_id is not a posted slot (a stray
+ * or repeated completion): then nothing is given back, since its slot may
+ * be free or in use already.
+ */
+static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id)
+{
+	uint32_t slot, pos, n, k;
+
+	if (wr_id >= sq->ctx->tx_depth)
+		return 0;
+	slot = (uint32_t)wr_id;
+	pos = sq->post_pos[slot];
+	/* Free-running positions: inside [tail, head) and holding @slot,
+	 * else a stale position of a slot reaped before. */
+	if (pos - sq->post_tail >= sq->post_head - sq->post_tail ||
+	    sq->posted[pos & sq->post_mask] != slot)
+		return 0;
+	n = pos - sq->post_tail + 1;
+	for (k = 0; k < n; k++)
+		qps_tx_slot_put(sq, sq->posted[(sq->post_tail + k) &
+					       sq->post_mask]);
+	sq->post_tail = pos + 1;
+	return n;
+}
+
+/*
+ * The completion side of @sq's QP: every CQE returns its slot and the
+ * unsignalled ones posted before it; the WQEs reaped are counted, per poll
+ * batch, for txq_select (errors and flushes too: a failed WR is no longer
+ * in flight). An error CQE is one error, its own WQE's: the ones before
+ * it completed (a device reports an error whether the WQE was signalled
+ * or not, so each flushed WQE after it has its own error CQE). An error
+ * means the QP failed: its generation moves, so connected endpoints that
+ * cached it pick again. A CQE naming no posted slot is counted as an
+ * error and otherwise ignored. Returns the WQEs reaped.
  */
 int qps_tx_reap_locked(struct qps_sq *sq)
 {
@@ -49,28 +103,41 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 	int n, i;
 
 	do {
+		uint32_t done = 0, k;
+
 		n = ctx->ops->poll_cq(sq->cq, QPS_RX_POLL_BATCH, wc);
 		if (n < 0)
 			return n;
 		for (i = 0; i < n; i++) {
-			if (wc[i].wr_id >= ctx->tx_depth) {
+			k = qps_tx_reap_upto(sq, wc[i].wr_id);
+			if (wc[i].status != IBV_WC_SUCCESS || !k)
 				sq->st.errors++;
-				continue;
-			}
-			if (wc[i].status != IBV_WC_SUCCESS) {
-				sq->st.errors++;
+			if (wc[i].status != IBV_WC_SUCCESS)
 				failed = true;
-			}
-			qps_tx_slot_put(sq, (uint32_t)wc[i].wr_id);
+			if (!k)
+				qps_log_dbg("send queue %u: completion for "
+					    "wr_id %llu, not a posted slot",
+					    sq->idx,
+					    (unsigned long long)wc[i].wr_id);
+			done += k;
 		}
-		if (n > 0 && qps_txq_complete(ctx->txq, (int)sq->idx,
-					      (uint32_t)n) < 0)
-			qps_log_dbg("send queue %u: %d completions beyond "
-				    "the posted count", sq->idx, n);
-		total += n;
+		if (done && qps_txq_complete(ctx->txq, (int)sq->idx,
+					     done) < 0)
+			qps_log_dbg("send queue %u: %u completions beyond "
+				    "the posted count", sq->idx, done);
+		sq->st.reaped += done;
+		total += (int)done;
 	} while (n == QPS_RX_POLL_BATCH);
-	if (failed)
+	if (failed) {
 		qps_txq_qp_reset(ctx->txq, (int)sq->idx);
+		/* The QP is in the error state: qp_recover.c brings it back
+		 * at the next progress call. */
+		if (ctx->info.caps & QPS_DEV_CAP_QP_ERR) {
+			if (!sq->qp_err)
+				sq->st.qp_errors++;
+			sq->qp_err = true;
+		}
+	}
 	return total;
 }
 
@@ -86,6 +153,7 @@ int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
 		pthread_mutex_lock(&sq->lock);
 		qps_db_ring_locked(sq, cause);
 		ret = qps_tx_reap_locked(sq);
+		qps_qp_recover_locked(sq);
 		pthread_mutex_unlock(&sq->lock);
 		if (ret < 0 && !err)
 			err = ret;
@@ -108,16 +176,20 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 		       bool more, uint32_t *head)
 {
 	struct qps_ctx *ctx = sq->ctx;
+	bool sig;
 	int ret;
 
 	/* Counted before the WQE exists: a device that reads ahead may run
 	 * it before our doorbell, and a completion must never precede its
 	 * count (docs/txq_select.md). */
 	qps_txq_enqueue(ctx->txq, (int)sq->idx, 1, head);
+	/* Every tx_signal-th WQE asks for a completion; the last one before
+	 * a doorbell is made to at ring time (qps_db_ring_locked). */
+	sig = sq->since_sig + 1 >= ctx->tx_signal;
 	if (ctx->tx_path == QPS_TX_PATH_DIRECT) {
 		ret = qps_sq_mlx4_write(&sq->mlx4, sq->buf +
 					(size_t)slot * ctx->tx_slot_size, len,
-					ctx->tx_mr->lkey, slot, true);
+					ctx->tx_mr->lkey, slot, sig);
 		if (ret < 0) {
 			/* Posted by the band owner after its sender returned:
 			 * tx_errors is where the loss shows. */
@@ -127,7 +199,14 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 			return ret;
 		}
 	} else {
-		qps_sq_generic_put(sq, slot, len);
+		qps_sq_generic_put(sq, slot, len, sig);
+	}
+	qps_tx_posted_push(sq, slot);
+	if (sig) {
+		sq->since_sig = 0;
+		sq->st.signaled++;
+	} else {
+		sq->since_sig++;
 	}
 	sq->unrung++;
 	sq->st.wqes++;
@@ -235,6 +314,8 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
 {
 	uint64_t deadline = 0;
 
+	if (sq->qp_dead)
+		return -ENETDOWN;
 	while (!qps_tx_room_locked(sq)) {
 		int ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
 
@@ -456,6 +537,33 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 }
 
 /*
+ * UD: qpsock's header and the payload in @slot, and the slot's destination
+ * (AH, QPN, Q_Key) that sq_generic.c puts into its WR. The header names
+ * QP 0, which has the receive buffers, whichever QP carries the datagram.
+ * Returns the message length or -errno (-EHOSTUNREACH: no QPN known).
+ */
+static int qps_tx_ud_build_locked(struct qps_ep *ep, struct qps_sq *sq,
+				  uint32_t slot, const struct sockaddr_in *to,
+				  const void *buf, size_t len)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	uint8_t *msg = sq->buf + (size_t)slot * ctx->tx_slot_size;
+	const struct qps_ud_hdr_info hi = {
+		.sport = ep->local.sin_port,
+		.dport = to->sin_port,
+		.src_qpn = ctx->qp->qp_num,
+	};
+	int ret;
+
+	ret = qps_ud_dest_get(sq, to->sin_addr.s_addr, &sq->ud_dest[slot]);
+	if (ret < 0)
+		return ret;
+	if (len)
+		memcpy(msg + QPS_UD_HDR_LEN, buf, len);
+	return qps_ud_hdr_build(msg, &hi, len);
+}
+
+/*
  * Build one checked datagram to @dst (NULL: the connected peer) in a slot
  * of the send queue picked for it and hand it to that queue.
  */
@@ -469,7 +577,6 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	struct sockaddr_in to;
 	struct qps_sq *sq;
 	uint32_t slot, hash = 0;
-	uint8_t *frame;
 	int ret;
 
 	memset(&h, 0, sizeof(h));
@@ -480,12 +587,15 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		if (ret < 0)
 			return ret;
 		to = ep->peer;		/* stable while we hold the queue */
-		ret = qps_tx_peer_mac_locked(ep, r->sq, gen, h.dst_mac);
+		/* UD: the AH is the cached destination (in the slot). */
+		ret = ctx->ud ? 0 : qps_tx_peer_mac_locked(ep, r->sq, gen,
+							   h.dst_mac);
 	} else {
 		qps_tx_hold_flow(ep, dst, r, &hash);
 		to = *dst;
-		ret = qps_route_resolve(ctx, r->sq->route, to.sin_addr.s_addr,
-					h.dst_mac);
+		ret = ctx->ud ? 0 : qps_route_resolve(ctx, r->sq->route,
+						      to.sin_addr.s_addr,
+						      h.dst_mac);
 	}
 	if (ret < 0)
 		return ret;
@@ -494,16 +604,21 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (ret < 0)
 		return ret;
 
-	memcpy(h.src_mac, ctx->info.mac, 6);
-	h.saddr = ctx->info.addr.s_addr;
-	h.daddr = to.sin_addr.s_addr;
-	h.sport = ep->local.sin_port;
-	h.dport = to.sin_port;
-	h.ip_id = htons(sq->ip_id++);
-	frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
-	if (len)
-		memcpy(frame + QPS_HDRS_LEN, buf, len);
-	ret = qps_frame_build(frame, &h, len);
+	if (ctx->ud) {
+		ret = qps_tx_ud_build_locked(ep, sq, slot, &to, buf, len);
+	} else {
+		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
+
+		memcpy(h.src_mac, ctx->info.mac, 6);
+		h.saddr = ctx->info.addr.s_addr;
+		h.daddr = to.sin_addr.s_addr;
+		h.sport = ep->local.sin_port;
+		h.dport = to.sin_port;
+		h.ip_id = htons(sq->ip_id++);
+		if (len)
+			memcpy(frame + QPS_HDRS_LEN, buf, len);
+		ret = qps_frame_build(frame, &h, len);
+	}
 	if (ret < 0) {
 		qps_tx_slot_put(sq, slot);
 		return ret;

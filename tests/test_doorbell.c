@@ -12,6 +12,7 @@
 #include "t_util.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "qps_int.h"
+#include "sq.h"
 #include "emu/emu.h"
 
 #define IP_A "198.18.0.1"
@@ -552,6 +553,306 @@ static void full_mid_burst(uint32_t path)
 }
 BOTH_PATHS(full_mid_burst)
 
+/* --- completion moderation (tx_signal) ------------------------------------ */
+
+/* A context with one or two send QPs and @sig as tx_signal (0: default). */
+static struct qps_ctx *mkctx_sig(uint32_t path, uint32_t sig, uint32_t nq)
+{
+	struct qps_ctx_attr a = t_emu_attr(g_wire, IP_A);
+	struct qps_ctx *ctx = NULL;
+
+	a.comp_mask |= QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_DB_DELAY |
+		       QPS_CTX_ATTR_NUM_TXQ;
+	a.tx_path = path;
+	a.db_delay_us = LONG_DELAY_US;
+	a.num_txq = nq;
+	if (sig) {
+		a.comp_mask |= QPS_CTX_ATTR_TX_SIGNAL;
+		a.tx_signal = sig;
+	}
+	EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+	EQ_FATAL(ctx->tx_path, path);
+	EQ_FATAL(ctx->tx_signal, sig ? sig : QPS_TX_SIGNAL_DEFAULT);
+	return ctx;
+}
+
+/* Every slot of @sq is back and its QP has no datagram in flight. */
+static void all_back(struct qps_ctx *ctx, struct qps_sq *sq)
+{
+	uint32_t enq, done;
+
+	pthread_mutex_lock(&sq->lock);
+	EQ(sq->nfree, ctx->tx_depth);
+	EQ(sq->inflight, 0);
+	EQ(sq->post_head - sq->post_tail, 0);
+	EQ(sq->unrung, 0);
+	pthread_mutex_unlock(&sq->lock);
+	EQ(qps_txq_qp_counts(ctx->txq, (int)sq->idx, &enq, &done), 0);
+	EQ(enq, done);
+}
+
+/*
+ * Which of the @n WQEs written on @sq from posted position @pos (direct:
+ * from ring index @ind) asked for a completion, as the device was given
+ * them: the WR flags (generic) or the ctrl segment's CQ_UPDATE (direct).
+ * Bit i for the i-th WQE.
+ */
+static uint64_t sig_mask(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t pos,
+			 uint32_t ind, uint32_t n)
+{
+	uint64_t m = 0;
+	uint32_t i;
+
+	for (i = 0; i < n && i < 64; i++) {
+		uint32_t slot = sq->posted[(pos + i) & sq->post_mask];
+		bool sig;
+
+		if (ctx->tx_path == QPS_TX_PATH_DIRECT) {
+			const struct qps_mlx4_sq *r = &sq->mlx4.m;
+			const uint8_t *w = (const uint8_t *)r->buf +
+				((size_t)((ind + i) & (r->wqe_cnt - 1)) <<
+				 r->wqe_shift);
+			uint32_t fl;
+
+			memcpy(&fl, w + 8, 4);	/* srcrb_flags */
+			sig = be32toh(fl) & MLX4_WQE_CTRL_CQ_UPDATE;
+		} else {
+			sig = sq->wr[slot].send_flags & IBV_SEND_SIGNALED;
+		}
+		if (sig)
+			m |= 1ull << i;
+	}
+	return m;
+}
+
+/* A destination port whose flow from port 4000 takes send QP @q. */
+static unsigned short port_for_queue(struct qps_ctx *ctx, uint32_t q)
+{
+	struct qps_txq_tuple t = {
+		.saddr = ctx->info.addr.s_addr,
+		.daddr = t_ip4(SINK),
+		.sport = htons(4000),
+	};
+	unsigned short port;
+
+	for (port = 9; port < 9 + 4096; port++) {
+		t.dport = htons(port);
+		if (qps_txq_pick_hash(ctx->txq, &t) == (int)q)
+			return port;
+	}
+	CU_FAIL_FATAL("no port hashes to the send queue");
+	return 0;
+}
+
+static void batch_to(struct qps_msg *m, uint32_t n, const void *buf,
+		     const struct sockaddr_in *d)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		m[i] = (struct qps_msg){ .buf = buf, .len = 64,
+			.dest = (const struct sockaddr *)d,
+			.dest_len = sizeof(*d), .priority = -1,
+			.result = -1 };
+}
+
+/* Bursts of 64 with tx_signal 16 and 1; MORE sends then a flush. */
+static void moderation(uint32_t path)
+{
+	struct qps_ctx *a;
+	struct qps_ep *tx;
+	struct qps_sq *sq;
+	struct qps_msg msgs[64];
+	struct sockaddr_in sink = t_sin(SINK, 9);
+	struct qps_stats s0, s1;
+	uint32_t pos, ind;
+	uint8_t buf[64];
+	int i, round;
+
+	t_wire_name(g_wire, sizeof(g_wire), "db-moderate");
+	fill(buf, sizeof(buf), 1);
+
+	/* tx_signal 16: four completions per 64, every slot back, three
+	 * times over. */
+	a = mkctx_sig(path, 16, 1);
+	sq = &a->sq[0];
+	tx = mkep(a, IP_A, 4000);
+	batch_to(msgs, 64, buf, &sink);
+	for (round = 0; round < 3; round++) {
+		s0 = t_ctx_stats(a);
+		pos = sq->post_head;
+		ind = sq->mlx4.head;
+		EQ_FATAL(qps_sendmmsg(tx, msgs, 64, 0), 64);
+		EQ(sig_mask(a, sq, pos, ind, 64),
+		   1ull << 15 | 1ull << 31 | 1ull << 47 | 1ull << 63);
+		GE(qps_ctx_progress(a), 64);
+		s1 = t_ctx_stats(a);
+		EQ(s1.tx_signaled - s0.tx_signaled, 4);
+		EQ(s1.tx_cqes - s0.tx_cqes, 4);	/* the device's */
+		EQ(s1.tx_reaped - s0.tx_reaped, 64);
+		EQ(s1.wqes - s0.wqes, 64);
+		EQ(s1.tx_errors, 0);
+		all_back(a, sq);
+	}
+	EQ(t_ctx_stats(a).tx_reaped, 3 * 64);
+
+	/* 20 with MORE, then a flush: the 16th and the tail (20th). */
+	s0 = t_ctx_stats(a);
+	pos = sq->post_head;
+	ind = sq->mlx4.head;
+	for (i = 0; i < 20; i++)
+		EQ_FATAL(send_to(tx, buf, 64, QPS_MSG_MORE, SINK, 9), 64);
+	s1 = t_ctx_stats(a);
+	EQ(s1.tx_signaled - s0.tx_signaled, 1);	/* the 16th, so far */
+	EQ(s1.tx_cqes - s0.tx_cqes, 0);		/* nothing rung */
+	EQ(qps_ctx_flush(a), 20);
+	EQ(sig_mask(a, sq, pos, ind, 20), 1ull << 15 | 1ull << 19);
+	GE(qps_ctx_progress(a), 20);
+	s1 = t_ctx_stats(a);
+	EQ(s1.tx_signaled - s0.tx_signaled, 2);
+	EQ(s1.tx_cqes - s0.tx_cqes, 2);
+	EQ(s1.tx_reaped - s0.tx_reaped, 20);
+	all_back(a, sq);
+
+	/* A few single sends with MORE: only the tail asks. */
+	s0 = t_ctx_stats(a);
+	pos = sq->post_head;
+	ind = sq->mlx4.head;
+	for (i = 0; i < 5; i++)
+		EQ_FATAL(send_to(tx, buf, 64, QPS_MSG_MORE, SINK, 9), 64);
+	EQ(qps_flush(tx), 5);
+	EQ(sig_mask(a, sq, pos, ind, 5), 1ull << 4);
+	GE(qps_ctx_progress(a), 5);
+	s1 = t_ctx_stats(a);
+	EQ(s1.tx_signaled - s0.tx_signaled, 1);
+	EQ(s1.tx_cqes - s0.tx_cqes, 1);
+	EQ(s1.tx_reaped - s0.tx_reaped, 5);
+	all_back(a, sq);
+
+	/* Sends without MORE: each is the tail of its doorbell. */
+	s0 = t_ctx_stats(a);
+	for (i = 0; i < 10; i++)
+		EQ_FATAL(send_to(tx, buf, 64, 0, SINK, 9), 64);
+	GE(qps_ctx_progress(a), 10);
+	s1 = t_ctx_stats(a);
+	EQ(s1.tx_signaled - s0.tx_signaled, 10);
+	EQ(s1.tx_reaped - s0.tx_reaped, 10);
+	all_back(a, sq);
+	EQ(qps_ctx_destroy(a), 0);
+
+	/* tx_signal 1: every WQE asks. */
+	a = mkctx_sig(path, 1, 1);
+	sq = &a->sq[0];
+	tx = mkep(a, IP_A, 4000);
+	s0 = t_ctx_stats(a);
+	pos = sq->post_head;
+	ind = sq->mlx4.head;
+	EQ_FATAL(qps_sendmmsg(tx, msgs, 64, 0), 64);
+	EQ(sig_mask(a, sq, pos, ind, 64), ~0ull);
+	GE(qps_ctx_progress(a), 64);
+	s1 = t_ctx_stats(a);
+	EQ(s1.tx_signaled - s0.tx_signaled, 64);
+	EQ(s1.tx_cqes - s0.tx_cqes, 64);
+	EQ(s1.tx_reaped - s0.tx_reaped, 64);
+	all_back(a, sq);
+	EQ(qps_ctx_destroy(a), 0);
+}
+BOTH_PATHS(moderation)
+
+/*
+ * A QP that fails in the middle of a moderated batch: the device runs 10
+ * of 20 WQEs (tx_signal 4: CQEs for the 4th and 8th; the 9th and 10th
+ * completed without one), then the QP goes to the error state and the
+ * other 10 are flushed, each with its own error CQE. Everything is reaped,
+ * 10 errors, no slot lost. Send QP 1 of two, so the receiving QP 0 stays
+ * up.
+ */
+static void moderation_error(uint32_t path)
+{
+	struct qps_ctx *a;
+	struct qps_ep *tx;
+	struct qps_sq *sq;
+	struct qps_msg msgs[20];
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+	struct sockaddr_in d;
+	struct qps_stats s0, s1;
+	uint8_t buf[64];
+	int n, tries;
+
+	t_wire_name(g_wire, sizeof(g_wire), "db-mod_err");
+	a = mkctx_sig(path, 4, 2);
+	sq = &a->sq[1];
+	tx = mkep(a, IP_A, 4000);
+	d = t_sin(SINK, port_for_queue(a, 1));
+	fill(buf, sizeof(buf), 2);
+	batch_to(msgs, 20, buf, &d);
+
+	qps_emu_set_stepping(a->dev, true);
+	s0 = t_ctx_stats(a);
+	EQ_FATAL(qps_sendmmsg(tx, msgs, 20, 0), 20);
+	EQ(sq->inflight, 20);
+	EQ(qps_emu_step(a->dev, 10), 10);
+	EQ(qps_ctx_progress(a), 8);		/* up to the 8th's CQE */
+	EQ(sq->inflight, 12);
+	EQ_FATAL(a->ops->modify_qp(sq->qp, &qa, IBV_QP_STATE), 0);
+	qps_emu_set_stepping(a->dev, false);
+	/* The flush is reaped by progress (and the QP may be brought back
+	 * by it); wait for the last of it. */
+	for (tries = 0; tries < 200 && t_ctx_stats(a).tx_reaped -
+	     s0.tx_reaped < 20; tries++) {
+		n = qps_ctx_progress(a);
+		GE(n, 0);
+		if (!n)
+			t_sleep_ms(1);
+	}
+	s1 = t_ctx_stats(a);
+	EQ(s1.tx_reaped - s0.tx_reaped, 20);
+	EQ(s1.tx_errors - s0.tx_errors, 10);	/* the 11th..20th */
+	EQ(s1.tx_signaled - s0.tx_signaled, 5);	/* 4, 8, 12, 16, 20 */
+	EQ(s1.tx_cqes - s0.tx_cqes, 12);	/* 2 + 10 errors */
+	all_back(a, sq);
+	all_back(a, &a->sq[0]);
+	EQ(qps_ctx_destroy(a), 0);
+}
+BOTH_PATHS(moderation_error)
+
+/* tx_signal is 1..tx_depth; the default is QPS_TX_SIGNAL_DEFAULT. */
+static void moderation_attr(void)
+{
+	struct qps_ctx_attr a;
+	struct qps_ctx *ctx = NULL;
+
+	T_EXCLUDED_RETURN();
+	t_wire_name(g_wire, sizeof(g_wire), "db-mod_attr");
+	a = t_emu_attr(g_wire, IP_A);
+	a.comp_mask |= QPS_CTX_ATTR_TX_SIGNAL | QPS_CTX_ATTR_TX_DEPTH;
+	a.tx_depth = 64;
+	a.tx_signal = 0;
+	EQ(qps_ctx_create(&a, &ctx), -EINVAL);
+	CU_ASSERT_PTR_NULL(ctx);
+	a.tx_signal = 65;
+	EQ(qps_ctx_create(&a, &ctx), -EINVAL);
+	CU_ASSERT_PTR_NULL(ctx);
+	a.tx_signal = UINT32_MAX;
+	EQ(qps_ctx_create(&a, &ctx), -EINVAL);
+	a.tx_signal = 64;
+	EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	EQ(ctx->tx_signal, 64);
+	EQ(qps_ctx_destroy(ctx), 0);
+	/* Not asked for: the default, whatever the field holds. */
+	a.comp_mask &= ~(uint64_t)QPS_CTX_ATTR_TX_SIGNAL;
+	a.tx_signal = 0;
+	EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	EQ(ctx->tx_signal, QPS_TX_SIGNAL_DEFAULT);
+	EQ(qps_ctx_destroy(ctx), 0);
+	/* A depth below the default: capped to the depth. */
+	a.tx_depth = 8;
+	EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	EQ(ctx->tx_signal, 8);
+	EQ(qps_ctx_destroy(ctx), 0);
+}
+
 /* --- BlueFlame on the direct send queue ---------------------------------- */
 
 struct bare {
@@ -736,8 +1037,6 @@ static void same_wqe_bytes(void)
 	 * rings are compared, nothing runs. */
 	for (k = 0; k < 3; k++) {
 		uint32_t fl = bare_frame(&g, k, k, lens[k], mac, IP_B, 9);
-		const uint8_t *wg, *wd;
-		uint32_t size;
 
 		sge.addr = (uintptr_t)(g.frames + (size_t)k * 2048);
 		sge.length = fl;
@@ -753,6 +1052,13 @@ static void same_wqe_bytes(void)
 		EQ(g.ops->post_send(g.qp, &wr, &bad), 0);
 		EQ(qps_sq_mlx4_write(&sq, g.frames + (size_t)k * 2048, fl,
 				     g.mr->lkey, k, true), 0);
+	}
+	/* The newest WQE's owner word waits for the ring (sq_mlx4.c). */
+	GE(qps_sq_mlx4_ring(&sq), QPS_SQ_RANG_DB);
+	for (k = 0; k < 3; k++) {
+		const uint8_t *wg, *wd;
+		uint32_t size;
+
 		wg = (const uint8_t *)gm.buf + ((size_t)k << gm.wqe_shift);
 		wd = (const uint8_t *)sq.m.buf + ((size_t)k << sq.m.wqe_shift);
 		size = (uint32_t)(wg[7] & 0x3f) * 16;
@@ -923,6 +1229,13 @@ static CU_TestInfo tests[] = {
 	{ "close, destroy, flush, progress, direct", flush_points_direct },
 	{ "full mid-burst, generic", full_mid_burst_generic },
 	{ "full mid-burst, direct", full_mid_burst_direct },
+	{ "completion moderation, generic", moderation_generic },
+	{ "completion moderation, direct", moderation_direct },
+	{ "moderation and an error mid-batch, generic",
+	  moderation_error_generic },
+	{ "moderation and an error mid-batch, direct",
+	  moderation_error_direct },
+	{ "tx_signal attribute", moderation_attr },
 	{ "BlueFlame: last WQE, small only, same bytes", blueflame },
 	{ "direct WQEs equal post_send's", same_wqe_bytes },
 	{ "qps_sendmmsg contract and attributes", sendmmsg_api },

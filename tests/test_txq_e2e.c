@@ -225,6 +225,8 @@ static void inject_bad_wqe(struct qps_ctx *ctx, uint32_t q)
 		wr.send_flags = IBV_SEND_SIGNALED;
 		EQ(ctx->ops->post_send(sq->qp, &wr, &bad), 0);
 	}
+	/* In the posted order, so its completion gives the slot back. */
+	qps_tx_posted_push(sq, slot);
 	pthread_mutex_unlock(&sq->lock);
 }
 

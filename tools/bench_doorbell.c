@@ -17,6 +17,11 @@
  * compare runs made under the same machine load. The cost model
  * (docs/emu.md) is set explicitly for every run and printed in every
  * line (cost_model_ns: spin per doorbell and per BlueFlame write).
+ *
+ * In the same run, completion moderation side by side: tx_signal 1 (a
+ * CQE per WQE) against tx_signal 16, qps_sendmmsg bursts of 32, cost
+ * model off, both paths; each with its own context, rounds interleaved
+ * the same way, the speedup the median of per-round rate ratios.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,6 +39,8 @@
 #define BD_MAX_ROUNDS 51
 #define BD_MAX_BATCH 256
 #define BD_SINK "239.255.77.1"
+#define BD_MOD_BATCH 32
+#define BD_MOD_SIGNAL 16
 
 enum { BD_API_MMSG, BD_API_MORE, BD_APIS };
 static const char *const bd_api_name[BD_APIS] = { "sendmmsg", "msg_more" };
@@ -141,13 +148,17 @@ static int bd_opts_parse(int argc, char **argv, struct bd_opts *o)
 	return 0;
 }
 
-static int bd_open(struct bd_ctx *c, uint32_t path, unsigned int idx)
+/* @tx_signal 0: the default. */
+static int bd_open(struct bd_ctx *c, uint32_t path, unsigned int idx,
+		   uint32_t tx_signal)
 {
 	struct qps_ctx_attr a = {
 		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
-			     QPS_CTX_ATTR_TX_PATH,
+			     QPS_CTX_ATTR_TX_PATH |
+			     (tx_signal ? QPS_CTX_ATTR_TX_SIGNAL : 0),
 		.provider = "emu",
 		.tx_path = path,
+		.tx_signal = tx_signal,
 	};
 	struct sockaddr_in dst = { .sin_family = AF_INET,
 				   .sin_port = htons(9) };
@@ -221,6 +232,129 @@ static double bd_median(double *v, unsigned int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Completion moderation: path x tx_signal {1, BD_MOD_SIGNAL}. */
+struct bd_mod {
+	struct bd_ctx x;
+	unsigned int path;			/* index into bd_paths */
+	uint32_t signal;
+	double rate[BD_MAX_ROUNDS];
+	uint64_t wqes, cqes, signaled, reaped;	/* all rounds */
+};
+
+static void bd_mod_close(struct bd_mod *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < 4; i++)
+		if (m[i].x.ctx)
+			qps_ctx_destroy(m[i].x.ctx);
+}
+
+static void bd_mod_print(const struct bd_opts *o, struct bd_mod *m)
+{
+	double ratio[BD_MAX_ROUNDS], rate[BD_MAX_ROUNDS];
+	unsigned int i, r;
+
+	if (!o->json)
+		printf("completion moderation on emu: qps_sendmmsg bursts of "
+		       "%u, cost model off; tx_signal 1 vs %u; medians; "
+		       "speedup = rate / tx_signal-1 rate in the same "
+		       "round\n", BD_MOD_BATCH, BD_MOD_SIGNAL);
+	for (i = 0; i < 4; i++) {
+		const struct bd_mod *c = &m[i];
+		/* tx_signal 1 of the same path: the entry before. */
+		const struct bd_mod *base = &m[i & ~1u];
+		double cqe = c->wqes ? (double)c->cqes / c->wqes : 0;
+		double sp, med;
+
+		for (r = 0; r < o->rounds; r++) {
+			ratio[r] = c->rate[r] / base->rate[r];
+			rate[r] = c->rate[r];
+		}
+		sp = bd_median(ratio, o->rounds);
+		med = bd_median(rate, o->rounds);
+		if (o->json)
+			printf("{\"bench\":\"doorbell_moderation\","
+			       "\"path\":\"%s\",\"api\":\"sendmmsg\","
+			       "\"batch\":%u,\"tx_signal\":%u,"
+			       "\"cost_model_ns\":0,\"msg_size\":%u,"
+			       "\"msgs_per_sec\":%.0f,"
+			       "\"cqes_per_wqe\":%.5f,"
+			       "\"signaled_per_wqe\":%.5f,"
+			       "\"reaped\":%llu,\"wqes\":%llu,"
+			       "\"speedup_vs_signal1\":%.3f,"
+			       "\"rounds\":%u}\n",
+			       c->path ? "direct" : "generic", BD_MOD_BATCH,
+			       c->signal, o->size, med, cqe,
+			       c->wqes ? (double)c->signaled / c->wqes : 0,
+			       (unsigned long long)c->reaped,
+			       (unsigned long long)c->wqes, sp, o->rounds);
+		else
+			printf("  %s tx_signal %2u  %10.0f msgs/s  %.4f "
+			       "CQEs/WQE  x%.3f\n", c->path ? "direct " :
+			       "generic", c->signal, med, cqe, sp);
+	}
+}
+
+/*
+ * tx_signal 1 against BD_MOD_SIGNAL on both paths, rounds interleaved as
+ * in the main table. CQEs per WQE come from the device's counters.
+ */
+static int bd_moderation(const struct bd_opts *o, const uint8_t *payload)
+{
+	struct bd_mod m[4];
+	unsigned int i, r;
+	int ret = 1;
+
+	memset(m, 0, sizeof(m));
+	for (i = 0; i < 4; i++) {
+		int e;
+
+		m[i].path = i / 2;
+		m[i].signal = i % 2 ? BD_MOD_SIGNAL : 1;
+		e = bd_open(&m[i].x, bd_paths[m[i].path], 2 + i, m[i].signal);
+		if (e < 0) {
+			fprintf(stderr, "qps_bench doorbell: moderation "
+				"context: %s\n", strerror(-e));
+			goto out;
+		}
+		qps_emu_set_cost(m[i].x.ctx->dev, 0, 0);
+	}
+	for (r = 0; r <= o->rounds; r++) {
+		for (i = 0; i < 4; i++) {
+			struct bd_mod *c = &m[(i + r) % 4];
+			struct qps_stats s0, s1;
+			double secs = 0;
+			int64_t n;
+
+			qps_ctx_stats(c->x.ctx, &s0, sizeof(s0));
+			n = bd_run(&c->x, BD_API_MMSG, BD_MOD_BATCH, payload,
+				   o->size, r ? o->ms : o->ms / 4 + 1, &secs);
+			/* Reaped before the count: what this run posted. */
+			qps_ctx_progress(c->x.ctx);
+			qps_ctx_stats(c->x.ctx, &s1, sizeof(s1));
+			if (n < 0) {
+				fprintf(stderr, "qps_bench doorbell: "
+					"moderation run failed: %s\n",
+					strerror((int)-n));
+				goto out;
+			}
+			if (!r)
+				continue;
+			c->rate[r - 1] = (double)n / secs;
+			c->wqes += s1.wqes - s0.wqes;
+			c->cqes += s1.tx_cqes - s0.tx_cqes;
+			c->signaled += s1.tx_signaled - s0.tx_signaled;
+			c->reaped += s1.tx_reaped - s0.tx_reaped;
+		}
+	}
+	bd_mod_print(o, m);
+	ret = 0;
+out:
+	bd_mod_close(m);
+	return ret;
+}
+
 int qps_bench_doorbell(int argc, char **argv)
 {
 	struct bd_opts o;
@@ -237,7 +371,7 @@ int qps_bench_doorbell(int argc, char **argv)
 			"ignored: each run sets cost_model_ns itself\n");
 	memset(ctx, 0, sizeof(ctx));
 	for (p = 0; p < 2; p++) {
-		int e = bd_open(&ctx[p], bd_paths[p], p);
+		int e = bd_open(&ctx[p], bd_paths[p], p, 0);
 
 		if (e < 0) {
 			fprintf(stderr, "qps_bench doorbell: %s context: %s\n",
@@ -341,7 +475,8 @@ int qps_bench_doorbell(int argc, char **argv)
 	}
 	fflush(stdout);
 	free(cfg);
-	ret = 0;
+	ret = bd_moderation(&o, payload);
+	fflush(stdout);
 out:
 	for (p = 0; p < 2; p++)
 		if (ctx[p].ctx)

@@ -46,6 +46,21 @@ enum qps_ctx_attr_mask {
 	QPS_CTX_ATTR_NUM_TXQ = 1 << 8,
 	QPS_CTX_ATTR_TXQ_POLICY = 1 << 9,
 	QPS_CTX_ATTR_TXQ_FLOWS = 1 << 10,
+	QPS_CTX_ATTR_TX_SIGNAL = 1 << 11,
+	QPS_CTX_ATTR_TRANSPORT = 1 << 12,
+};
+
+/*
+ * What a context's queue pairs carry (struct qps_ctx_attr transport).
+ * RAW: raw-packet QPs, whole Ethernet/IPv4/UDP frames built by qpsock and
+ * steered by flow rules. UD: unreliable-datagram QPs over RoCE v2 (or IB);
+ * the device adds the transport headers, qpsock adds a 12-byte header with
+ * the UDP ports, and a peer is found by (GID, QPN, Q_Key): see "UD
+ * transport" below and docs/verbs.md.
+ */
+enum qps_transport {
+	QPS_TRANSPORT_RAW = 0,
+	QPS_TRANSPORT_UD = 1,
 };
 
 /*
@@ -80,6 +95,12 @@ enum qps_tx_policy {
  * @txq_policy: enum qps_tx_policy (default QPS_TX_POLICY_HASH).
  * @txq_flows: flow table entries for unconnected sends, a power of two up
  *	to 2^24 (default 4096).
+ * @tx_signal: completion moderation: a send WQE asks for a completion every
+ *	@tx_signal WQEs, and the last WQE before each doorbell always does,
+ *	so nothing stays unreaped once a burst is out (1..tx_depth; default
+ *	QPS_TX_SIGNAL_DEFAULT; 1 = every WQE).
+ * @transport: enum qps_transport (default QPS_TRANSPORT_RAW); UD needs a
+ *	provider with UD QPs (emu, verbs) and the generic send path.
  */
 struct qps_ctx_attr {
 	uint64_t comp_mask;
@@ -94,7 +115,11 @@ struct qps_ctx_attr {
 	uint32_t num_txq;
 	uint32_t txq_policy;
 	uint32_t txq_flows;
+	uint32_t tx_signal;
+	uint32_t transport;
 };
+
+#define QPS_TX_SIGNAL_DEFAULT 16
 
 /**
  * qps_ctx_create - open a device; @attr may be NULL for all defaults.
@@ -166,7 +191,8 @@ struct qps_stats {
 	uint64_t tx_errors;		/* send completions with an error */
 	uint64_t rx_packets;		/* datagrams delivered to endpoints */
 	uint64_t rx_bytes;
-	uint64_t rx_bad[QPS_RX_REASON_MAX]; /* [0] counts frames parsed OK */
+	uint64_t rx_bad[QPS_RX_REASON_MAX]; /* [0] counts frames parsed OK
+					     * (UD: valid datagrams) */
 	uint64_t rx_no_endpoint;	/* valid datagram, nobody bound */
 	uint64_t rx_queue_full;		/* endpoint receive queue full */
 	uint64_t rx_truncated;		/* datagrams cut by a short recv buffer */
@@ -218,9 +244,25 @@ struct qps_stats {
 	uint64_t rx_pktinfo;		/* queued with metadata (PKTINFO) */
 	uint64_t mc_joins;		/* memberships added */
 	uint64_t mc_leaves;		/* memberships dropped (leave, close) */
-	uint64_t mc_rules_created;	/* steering rules installed, total */
-	uint64_t mc_rules;		/* gauge: steering rules installed now */
+	uint64_t mc_rules_created;	/* steering rules (UD: groups attached),
+					 * total */
+	uint64_t mc_rules;		/* gauge: the same, now */
 	uint64_t mc_rule_refs;		/* gauge: memberships holding them */
+	/* send path: completion moderation */
+	uint64_t tx_signaled;		/* WQEs that asked for a completion */
+	uint64_t tx_reaped;		/* WQEs completed (signalled or not) */
+	/* UD transport */
+	uint64_t ud_ah_created;		/* address handles created */
+	uint64_t ud_ah_reused;		/* sends that reused a cached AH */
+	uint64_t ud_ah_live;		/* gauge: address handles held now */
+	uint64_t ud_peers_learned;	/* (address -> QPN) learned on receive */
+	uint64_t ud_tx_no_peer;		/* -EHOSTUNREACH: no QPN for the peer */
+	uint64_t rx_ud_bad_grh;		/* GRH missing or not IPv4 (mapped) */
+	uint64_t rx_ud_bad_hdr;		/* qpsock UD header short or invalid */
+	/* QP errors: a QP that failed is brought back through RESET at the
+	 * next progress call; what it held completes as tx_errors */
+	uint64_t qp_errors;		/* QPs that entered the error state */
+	uint64_t qp_recoveries;		/* QPs brought back up */
 };
 
 /**
@@ -467,6 +509,46 @@ struct qps_rxmsg {
  * -EFAULT: @msg NULL, or @msg->buf NULL with @msg->len > 0.
  */
 ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags);
+
+/*
+ * UD transport (QPS_TRANSPORT_UD).
+ *
+ * A context has one receiving UD QP; its endpoints share it and are told
+ * apart by the ports in qpsock's UD header, as on the raw path by the UDP
+ * header. A peer is the triple (GID, QPN, Q_Key): the GID is the
+ * IPv4-mapped address ::ffff:a.b.c.d (RoCE v2), the Q_Key QPS_UD_QKEY
+ * unless set, and the QPN is learned from every datagram received (the
+ * header names the sender's receiving QP) or set with qps_ud_peer_set()
+ * from an exchange out of band, as perftest exchanges it. Multicast needs
+ * no QPN: group ::ffff:group, QPN 0xffffff. A send to a unicast address
+ * with no QPN known fails with -EHOSTUNREACH (stats.ud_tx_no_peer).
+ */
+
+/* rdma_cm's Q_Key for RDMA_PS_UDP, so that a later SIDR resolution
+ * (docs/verbs.md) finds the same QPs. */
+#define QPS_UD_QKEY 0x01234567u
+#define QPS_UD_HDR_LEN 12
+
+/** struct qps_ud_addr - where a UD context receives: its IPv4 address (the
+ * GID is ::ffff:@addr), the QPN of its receiving QP and its Q_Key. */
+struct qps_ud_addr {
+	struct in_addr addr;
+	uint32_t qpn;
+	uint32_t qkey;
+};
+
+/** qps_ud_local - this context's UD address, to hand to peers.
+ * -EOPNOTSUPP on a raw-transport context. */
+int qps_ud_local(struct qps_ctx *ctx, struct qps_ud_addr *out);
+
+/**
+ * qps_ud_peer_set - where @peer->addr receives: its QPN and Q_Key (0 means
+ * QPS_UD_QKEY); replaces what was set or learned. @peer->qpn 0 forgets
+ * the address. -EINVAL: QPN above 0xffffff, a multicast, broadcast or
+ * zero address; -EFAULT: NULL; -EOPNOTSUPP on a raw-transport context;
+ * -ENOSPC when the peer table is full.
+ */
+int qps_ud_peer_set(struct qps_ctx *ctx, const struct qps_ud_addr *peer);
 
 #ifdef __cplusplus
 }

@@ -138,7 +138,10 @@ static int emu_query(struct qps_dev *d, struct qps_dev_info *info)
 	info->max_inline = QPS_EMU_WQEBB - 16 - 4 +
 		((1u << QPS_EMU_WQE_SHIFT) / QPS_EMU_WQEBB - 1) *
 		(QPS_EMU_WQEBB - 4);
-	info->caps = QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW | QPS_DEV_CAP_UD;
+	info->caps = QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW | QPS_DEV_CAP_UD |
+		     QPS_DEV_CAP_QP_ERR;
+	/* What emu_ud_tx.c lets through: the port's RoCE path MTU. */
+	info->ud_mtu = qps_emu_ib_mtu(dev->mtu);
 	return 0;
 }
 

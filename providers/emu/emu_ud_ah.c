@@ -80,7 +80,7 @@ int qps_emu_create_ah(struct qps_dev *d, struct ibv_ah_attr *attr,
 	uint8_t mac[6];
 	int r;
 
-	if (!attr || !ah_out || !attr->is_global || attr->port_num != 1 ||
+	if (!attr || !ah_out || !attr->is_global || attr->port_num > 1 ||
 	    attr->grh.sgid_index != QPS_GID_ROCE_V2_IPV4)
 		return -EINVAL;
 	dst.s_addr = gid_v4(attr->grh.dgid.raw);

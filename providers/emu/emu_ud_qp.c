@@ -102,7 +102,8 @@ static int check_attr(const struct qps_emu_qp *qp, uint32_t cur,
 	if (!t.ok || (mask & t.req) != t.req ||
 	    (mask & ~(t.req | t.opt | IBV_QP_STATE)))
 		return -EINVAL;
-	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+	/* Port 0: this device's port, as the core asks (verbs fills it). */
+	if ((mask & IBV_QP_PORT) && a->port_num > 1)
 		return -EINVAL;
 	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
 		return -EINVAL;	/* one P_Key: the default 0xffff */

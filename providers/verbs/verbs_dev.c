@@ -406,6 +406,7 @@ static int open_device(struct qps_verbs_dev *vd, struct ibv_device *ibdev,
 			      vd->info.name, vd->port,
 			      ibv_port_state_str(pattr.state));
 
+	vd->info.caps |= QPS_DEV_CAP_QP_ERR;
 	vd->info.max_qp_wr = (uint32_t)dattr.max_qp_wr;
 	vd->info.max_cqe = (uint32_t)dattr.max_cqe;
 	if (dattr.device_cap_flags & IBV_DEVICE_MANAGED_FLOW_STEERING)
@@ -415,8 +416,13 @@ static int open_device(struct qps_verbs_dev *vd, struct ibv_device *ibdev,
 		return ret;
 	/* UD over RoCE needs a GID for our address; IB has LIDs. */
 	if (vd->addr_gid >= 0 ||
-	    pattr.link_layer == IBV_LINK_LAYER_INFINIBAND)
+	    pattr.link_layer == IBV_LINK_LAYER_INFINIBAND) {
 		vd->info.caps |= QPS_DEV_CAP_UD;
+		/* A UD message is one packet of the path MTU (enum
+		 * ibv_mtu: 1 = 256 ... 5 = 4096). */
+		vd->info.ud_mtu = pattr.active_mtu ?
+				  128u << pattr.active_mtu : 0;
+	}
 	check_mlx4_dmfs(vd);
 
 	vd->pd = ibv_alloc_pd(vd->ctx);

@@ -21,9 +21,14 @@
  *    wrote. So the CQ is marked, and each send completion of the QP is
  *    mapped back here: a CQE completes the oldest outstanding WQE that
  *    asked for one (MLX4_WQE_CTRL_CQ_UPDATE; unsignalled WQEs before it
- *    completed with it, SQ completions being in order). The core signals
- *    every WQE, so this is exact; an error CQE is charged to the oldest
- *    WQE, as flushes then follow one per WQE.
+ *    completed with it, SQ completions being in order). The core asks
+ *    for one every tx_signal WQEs and on the last before each doorbell
+ *    (completion moderation). An error CQE is charged the same way: the
+ *    failing WQE lies between the oldest outstanding one and the next
+ *    that asked (which would otherwise have completed first), and those
+ *    before it completed. The flushes that follow, one per WQE, may then
+ *    outnumber what is left: the surplus finds no WQE (wr_id UINT64_MAX),
+ *    which the core counts as an error. Nothing is left outstanding.
  * That needs a send CQ that carries nothing else of the QP: the CQ must
  * not also be its receive CQ with receives posted (checked).
  */
@@ -198,9 +203,8 @@ void qps_verbs_mlx4_complete(struct qps_verbs_qp *vq, struct ibv_wc *wc,
 			wc[i].wr_id = UINT64_MAX;
 			continue;
 		}
-		if (wc[i].status == IBV_WC_SUCCESS)
-			while (ind + 1 != head && !wqe_signalled(vq, ind))
-				ind++;
+		while (ind + 1 != head && !wqe_signalled(vq, ind))
+			ind++;
 		wc[i].wr_id = vq->wrid[ind & (vq->wqe_cnt - 1)];
 		tail = ind + 1;
 	}

@@ -261,9 +261,10 @@ int qps_verbs_destroy_qp(struct qps_qp *qp)
 }
 
 /*
- * Raw-packet QPs live in RTS and go only to ERR (flush) or RESET, as on
- * emu; UD QPs take the verbs sequence, with our port filled in when the
- * caller leaves it 0.
+ * Raw-packet QPs live in RTS, go to ERR (flush) or RESET, and come back
+ * up from RESET by the verbs sequence (INIT with the port, RTR, RTS: the
+ * core's recovery), as on emu; UD QPs take the verbs sequence too. Our
+ * port is filled in when the caller leaves it 0.
  */
 int qps_verbs_modify_qp(struct qps_qp *qp, struct ibv_qp_attr *attr,
 			int attr_mask)
@@ -273,9 +274,8 @@ int qps_verbs_modify_qp(struct qps_qp *qp, struct ibv_qp_attr *attr,
 	if (!attr || !(attr_mask & IBV_QP_STATE))
 		return -EINVAL;
 	if (qp->qp_type == IBV_QPT_RAW_PACKET &&
-	    (attr_mask != IBV_QP_STATE ||
-	     (attr->qp_state != IBV_QPS_ERR &&
-	      attr->qp_state != IBV_QPS_RESET)))
+	    attr_mask != (IBV_QP_STATE |
+			  (attr->qp_state == IBV_QPS_INIT ? IBV_QP_PORT : 0)))
 		return -EINVAL;
 	a = *attr;
 	if ((attr_mask & IBV_QP_PORT) && !a.port_num)

@@ -1,11 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
- * fuzz_frames: the receive-side frame parser (src/frames.c).
+ * fuzz_frames: the receive-side parsers, of Ethernet frames (src/frames.c)
+ * and of UD receive buffers (src/ud_frame.c).
  *
- * Input: one mode byte, then the frame. Mode bits let the fuzzer get past
- * the checksums it cannot guess: 1 fixes the IPv4 header checksum, 2 the
- * UDP checksum, 4 forces EtherType IPv4 and version 4; 8 also checks
- * qps_csum_partial against a plain big-endian sum over the raw input.
+ * Input: one mode byte, then the frame. Bit 0x80 picks the parser: clear
+ * (every seed from before the UD parser) the frame parser, set the UD one.
+ *
+ * Frame parser: mode bits let the fuzzer get past the checksums it cannot
+ * guess: 1 fixes the IPv4 header checksum, 2 the UDP checksum, 4 forces
+ * EtherType IPv4 and version 4; 8 also checks qps_csum_partial against a
+ * plain big-endian sum over the raw input.
+ *
+ * UD parser (the buffer is GRH + UD header + payload): 1 makes the GRH a
+ * well-formed RoCE v2 one (20 zero bytes, IPv4 version/IHL and protocol),
+ * 2 gives it the IPv6 version instead (1 wins if both are set), 16 and 32
+ * make its source and destination GIDs IPv4-mapped (each on its own, so
+ * one good GID with one bad is a bit flip away), 4 writes the magic and a
+ * payload length that matches the buffer, 8 clears the flags. What the
+ * bits do not touch stays the fuzzer's.
  *
  * Checked for every input: the parser reads nothing outside the frame
  * (an exact-size heap copy under ASan), its verdict equals the one of an
@@ -16,16 +28,26 @@
 #include "fuzz_util.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frames.h"
+#include "ud.h"
 
 #define MODE_FIX_IP 1u
 #define MODE_FIX_UDP 2u
 #define MODE_FORCE_IP4 4u
 #define MODE_CSUM 8u
+
+#define MODE_UD 0x80u
+#define MODE_UD_ROCE2 1u
+#define MODE_UD_GRH6 2u
+#define MODE_UD_LEN 4u
+#define MODE_UD_FLAGS 8u
+#define MODE_UD_SGID 16u
+#define MODE_UD_DGID 32u
 
 static unsigned int be16(const uint8_t *p)
 {
@@ -202,6 +224,138 @@ static void check_csum(const uint8_t *data, size_t len)
 	FUZZ_CHECK(lib == chained);
 }
 
+/* --- the UD parser ------------------------------------------------------ */
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+static int ref_mapped(const uint8_t *gid)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					 0xff, 0xff };
+
+	return !memcmp(gid, pfx, sizeof(pfx));
+}
+
+/* The rules of ud.h / ud_frame.c, checked in their own order: the GRH
+ * first (-EPROTO), then the UD header (-EBADMSG). @sa gets the source. */
+static int ref_ud_classify(const uint8_t *b, size_t len, const uint8_t **sa)
+{
+	static const uint8_t zero[20];
+	const uint8_t *ud = b + 40;
+	size_t left;
+
+	if (len < 40)
+		return -EPROTO;
+	if (!memcmp(b, zero, 20)) {
+		if (b[20] != 0x45 || b[29] != 17)
+			return -EPROTO;
+		*sa = b + 32;
+	} else if (b[0] >> 4 == 6) {
+		if (!ref_mapped(b + 8) || !ref_mapped(b + 24))
+			return -EPROTO;
+		*sa = b + 20;
+	} else {
+		return -EPROTO;
+	}
+	if (ref_bad_saddr(*sa))
+		return -EPROTO;
+	left = len - 40;
+	if (left < 12 || ud[0] != QPS_UD_MAGIC || ud[1] != 0 ||
+	    be16(ud + 2) != left - 12 || ud[8] != 0)
+		return -EBADMSG;
+	return 0;
+}
+
+static void ud_fix(uint8_t *b, size_t len, unsigned int mode)
+{
+	if (len >= 40 && (mode & MODE_UD_ROCE2)) {
+		memset(b, 0, 20);
+		b[20] = 0x45;
+		b[29] = 17;
+	} else if (len >= 40 && (mode & MODE_UD_GRH6)) {
+		b[0] = (uint8_t)(0x60 | (b[0] & 15));
+	}
+	if (len >= 40 && (mode & MODE_UD_SGID)) {
+		memset(b + 8, 0, 10);
+		b[18] = b[19] = 0xff;
+	}
+	if (len >= 40 && (mode & MODE_UD_DGID)) {
+		memset(b + 24, 0, 10);
+		b[34] = b[35] = 0xff;
+	}
+	if (len < 52)
+		return;
+	if (mode & MODE_UD_LEN) {
+		b[40] = QPS_UD_MAGIC;
+		b[42] = (uint8_t)((len - 52) >> 8);
+		b[43] = (uint8_t)(len - 52);
+	}
+	if (mode & MODE_UD_FLAGS)
+		b[41] = 0;
+}
+
+static void ud_check_accepted(const uint8_t *b, size_t len,
+			      const struct qps_frame_info *fi, uint32_t qpn,
+			      const uint8_t *sa)
+{
+	const uint8_t *ud = b + 40, *da = b + 36;
+	struct qps_ud_hdr_info h;
+	struct qps_frame_info again;
+	uint32_t qpn2;
+	uint8_t *rebuilt;
+	int n;
+
+	/* The destination is at byte 36 in both GRH formats (rx.c relies
+	 * on it for PKTINFO). */
+	FUZZ_CHECK(!memcmp(&fi->hdr.saddr, sa, 4));
+	FUZZ_CHECK(!memcmp(&fi->hdr.daddr, da, 4));
+	FUZZ_CHECK(!memcmp(&fi->hdr.sport, ud + 4, 2));
+	FUZZ_CHECK(!memcmp(&fi->hdr.dport, ud + 6, 2));
+	FUZZ_CHECK(qpn == be32(ud + 8) && qpn <= QPS_UD_QPN_MASK);
+	FUZZ_CHECK(fi->payload == ud + 12);
+	FUZZ_CHECK(fi->payload_len == len - 52);
+
+	/* The same header built again, behind the same GRH, parses back
+	 * to the same fields. */
+	rebuilt = malloc(len);
+	if (!rebuilt)
+		abort();
+	memcpy(rebuilt, b, len);
+	h.sport = fi->hdr.sport;
+	h.dport = fi->hdr.dport;
+	h.src_qpn = qpn;
+	n = qps_ud_hdr_build(rebuilt + 40, &h, fi->payload_len);
+	FUZZ_CHECK(n == (int)(len - 40));
+	FUZZ_CHECK(!memcmp(rebuilt, b, len));
+	FUZZ_CHECK(qps_ud_parse(rebuilt, (uint32_t)len, &again, &qpn2) == 0);
+	FUZZ_CHECK(qpn2 == qpn);
+	FUZZ_CHECK(!memcmp(&again.hdr, &fi->hdr, sizeof(fi->hdr)));
+	free(rebuilt);
+}
+
+static void ud_one(const uint8_t *data, size_t len, unsigned int mode)
+{
+	struct qps_frame_info fi;
+	const uint8_t *sa = NULL;
+	uint32_t qpn = 0xa5a5a5a5u;
+	uint8_t *b = fuzz_dup(data, len);
+	int r, want;
+
+	ud_fix(b, len, mode);
+	memset(&fi, 0xa5, sizeof(fi));
+	r = qps_ud_parse(b, (uint32_t)len, &fi, &qpn);
+	want = ref_ud_classify(b, len, &sa);
+	FUZZ_CHECK(r == want);
+	FUZZ_CHECK(qps_ud_parse(b, (uint32_t)len, NULL, NULL) == r);
+	if (r == 0)
+		ud_check_accepted(b, len, &fi, qpn, sa);
+	fuzz_free(b);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -221,6 +375,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	mode = data[0];
 	len = size - 1;
+	/* The UD parser takes a uint32_t length: bigger inputs are not
+	 * buffers a device writes. */
+	if (mode & MODE_UD) {
+		if (len <= UINT32_MAX)
+			ud_one(data + 1, len, mode);
+		return 0;
+	}
 	if (mode & MODE_CSUM)
 		check_csum(data + 1, len);
 	f = fuzz_dup(data + 1, len);
@@ -269,10 +430,62 @@ static int seed_frame(const char *dir, const char *name, unsigned int mode,
 	return fuzz_write_seed(dir, name, buf, 1 + (size_t)n + pad);
 }
 
+/* A valid UD receive buffer behind either GRH, then @mode as given (so a
+ * seed with no fix bits stays exactly as written). */
+static int seed_ud(const char *dir, const char *name, unsigned int mode,
+		   bool v6, size_t payload, int damage_off, uint8_t damage)
+{
+	struct qps_ud_hdr_info h = {
+		.sport = htons(40000), .dport = htons(9000),
+		.src_qpn = 0x10203,
+	};
+	uint8_t buf[1 + 40 + 12 + 256];
+	uint8_t *b = buf + 1;
+	size_t i;
+	int n;
+
+	memset(buf, 0, sizeof(buf));
+	buf[0] = (uint8_t)(MODE_UD | mode);
+	if (v6) {
+		b[0] = 0x60;
+		b[7] = 64;
+		b[18] = b[19] = 0xff;
+		b[34] = b[35] = 0xff;
+		memcpy(b + 20, "\xc6\x12\x00\x02", 4);
+		memcpy(b + 36, "\xef\x01\x01\x01", 4);
+	} else {
+		b[20] = 0x45;
+		b[28] = 64;
+		b[29] = 17;
+		memcpy(b + 32, "\xc6\x12\x00\x02", 4);
+		memcpy(b + 36, "\xc6\x12\x00\x01", 4);
+	}
+	for (i = 0; i < payload; i++)
+		b[52 + i] = (uint8_t)(i * 13);
+	n = qps_ud_hdr_build(b + 40, &h, payload);
+	if (n < 0)
+		return n;
+	if (damage_off >= 0)
+		b[damage_off] = damage;
+	return fuzz_write_seed(dir, name, buf, 1 + 40 + (size_t)n);
+}
+
 int fuzz_make_corpus(const char *dir)
 {
 	static const uint8_t short_eth[] = { 0, 1, 2, 3 };
 	int r = 0;
+
+	r |= seed_ud(dir, "ud-roce2", 0, false, 18, -1, 0);
+	r |= seed_ud(dir, "ud-grh6-mcast", 0, true, 33, -1, 0);
+	r |= seed_ud(dir, "ud-empty-fixlen", MODE_UD_LEN | MODE_UD_ROCE2,
+		     false, 0, -1, 0);
+	r |= seed_ud(dir, "ud-256-fixall", MODE_UD_ROCE2 | MODE_UD_LEN |
+		     MODE_UD_FLAGS, false, 256, -1, 0);
+	r |= seed_ud(dir, "ud-bad-magic", 0, false, 8, 40, 0x52);
+	r |= seed_ud(dir, "ud-bad-grh", 0, false, 8, 3, 1);
+	r |= seed_ud(dir, "ud-grh6-fixall", MODE_UD_GRH6 | MODE_UD_SGID |
+		     MODE_UD_DGID | MODE_UD_LEN | MODE_UD_FLAGS, true, 5,
+		     -1, 0);
 
 	r |= seed_frame(dir, "udp-empty", MODE_FIX_IP | MODE_FIX_UDP, 0, 0,
 			0x4000, 17);

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Bringing a failed QP back. A QP that took an error completion is in the
+ * error state: the device completes everything it held, and every WQE
+ * posted later, with IBV_WC_WR_FLUSH_ERR. Left there, every datagram sent
+ * through it would be flushed and, for the receiving QP, every buffer
+ * reposted would come straight back: the context would be dead while
+ * looking alive.
+ *
+ * So the send path marks the send queue (qp_err) when it reaps an error,
+ * the receive path marks the context (rx_qp_err) and stops reposting, and
+ * the next progress call (qps_tx_poll) brings the QP back through RESET,
+ * the way a driver recovers a ring: ring what is pending (it is flushed,
+ * and counted), reap until the device holds nothing of ours, RESET (which
+ * empties both queues and takes the QP's CQEs back), up again to RTS, and
+ * for the receiving QP repost every buffer no endpoint holds. Steering
+ * rules and group attachments belong to the QP number and survive RESET
+ * (verbs, emu), so memberships stay. If bringing it up fails, the queue
+ * is given up (qp_dead): its sends fail with -ENETDOWN from then on.
+ * Only providers whose QPs fail as a whole do this (QPS_DEV_CAP_QP_ERR);
+ * on packet an error completion fails its own WQE and nothing else.
+ *
+ * Locks: sq->lock of the failed queue, then rx_lock (the context's order).
+ */
+#include <string.h>
+
+#include "sq.h"
+
+static bool qps_qp_failed(const struct qps_sq *sq)
+{
+	/* A hint read without rx_lock (written under it); the decision is
+	 * taken again under the lock. */
+	return sq->qp_err ||
+	       (sq->idx == 0 &&
+		__atomic_load_n(&sq->ctx->rx_qp_err, __ATOMIC_RELAXED));
+}
+
+int qps_qp_recover_locked(struct qps_sq *sq)
+{
+	struct qps_ctx *ctx = sq->ctx;
+	struct ibv_qp_attr a;
+	uint32_t enq, done;
+	int ret;
+
+	if (sq->qp_dead || !qps_qp_failed(sq))
+		return 0;
+	if (sq->unrung)
+		qps_db_ring_locked(sq, QPS_TXF_POLL);
+	ret = qps_tx_reap_locked(sq);
+	if (ret < 0)
+		return ret;
+	/* RESET would take back the completions of WQEs still held, and
+	 * their slots with them: wait until the flush has returned all. */
+	qps_txq_qp_counts(ctx->txq, (int)sq->idx, &enq, &done);
+	if (enq != done)
+		return -EAGAIN;
+	if (sq->idx == 0) {
+		/* Nobody reposts a receive buffer from here until the refill:
+		 * one posted around the RESET would be posted twice. */
+		pthread_mutex_lock(&ctx->rx_lock);
+		__atomic_store_n(&ctx->rx_qp_err, true, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&ctx->rx_lock);
+	}
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	ret = ctx->ops->modify_qp(sq->qp, &a, IBV_QP_STATE);
+	if (ret == 0)
+		ret = qps_qp_up(ctx, sq->qp);
+	if (ret == 0 && ctx->tx_path == QPS_TX_PATH_DIRECT)
+		ret = qps_sq_mlx4_init(&sq->mlx4, sq->qp);
+	if (ret < 0) {
+		qps_log_err("send queue %u: QP %u could not be brought back "
+			    "from the error state (%d); its sends fail from "
+			    "now on", sq->idx, sq->qp->qp_num, ret);
+		sq->qp_dead = true;
+		return ret;
+	}
+	sq->qp_err = false;
+	sq->st.qp_recoveries++;
+	if (sq->idx == 0) {
+		pthread_mutex_lock(&ctx->rx_lock);
+		ret = qps_rx_refill_locked(ctx);
+		pthread_mutex_unlock(&ctx->rx_lock);
+	}
+	/* Connected endpoints that dropped this QP may take it again. */
+	qps_txq_qp_reset(ctx->txq, (int)sq->idx);
+	return ret;
+}
