@@ -103,13 +103,14 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 	int n, i;
 
 	do {
-		uint32_t done = 0, k;
+		uint32_t done = 0;
 
 		n = ctx->ops->poll_cq(sq->cq, QPS_RX_POLL_BATCH, wc);
 		if (n < 0)
 			return n;
 		for (i = 0; i < n; i++) {
-			k = qps_tx_reap_upto(sq, wc[i].wr_id);
+			uint32_t k = qps_tx_reap_upto(sq, wc[i].wr_id);
+
 			if (wc[i].status != IBV_WC_SUCCESS || !k)
 				sq->st.errors++;
 			if (wc[i].status != IBV_WC_SUCCESS)

@@ -75,7 +75,7 @@ static bool gid_v4(const uint8_t *gid, uint32_t *v4)
 		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
 	};
 
-	if (memcmp(gid, prefix, sizeof(prefix)))
+	if (memcmp(gid, prefix, sizeof(prefix)) != 0)
 		return false;
 	memcpy(v4, gid + 12, 4);
 	return true;

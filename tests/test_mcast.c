@@ -12,7 +12,7 @@
  * receiver checks every one exactly once. Internal state (emu rules, the
  * context's buffer references) is read through src/ and providers/.
  */
-#include "t_util.h"
+#include "t_traffic.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,7 +41,6 @@
 #define PORT_G 7000
 #define PORT_TX 7100
 
-#define T_WAIT_MS 3000		/* bound on waiting for frames to arrive */
 #define T_PIPE_MS 10000
 #define T_CHILD_MS 20000
 
@@ -52,150 +51,9 @@
 #define EQ_FATAL T_EQ_FATAL
 
 /* ------------------------------------------------------------------ */
-/* Contexts, endpoints, traffic.                                        */
+/* emu internals (the traffic helpers are in t_traffic.c).              */
 
-static uint32_t ip_of(const char *ip)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, ip, &a);
-	return a.s_addr;
-}
-
-static struct qps_ep *mkep(struct qps_ctx *ctx, const char *ip,
-			   unsigned short port, int reuse)
-{
-	struct qps_ep *ep = NULL;
-	struct sockaddr_in sin;
-
-	EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
-	EQ(qps_set_nonblock(ep, 1), 0);
-	if (reuse)
-		EQ(qps_setopt(ep, QPS_OPT_REUSEADDR, &reuse, sizeof(reuse)),
-		   0);
-	if (ip) {
-		sin = t_sin(ip, port);
-		EQ_FATAL(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)),
-			 0);
-	}
-	return ep;
-}
-
-static struct qps_mreq mreq(const char *group, const char *source)
-{
-	struct qps_mreq m;
-
-	memset(&m, 0, sizeof(m));
-	m.group.s_addr = ip_of(group);
-	if (source)
-		m.source.s_addr = ip_of(source);
-	return m;
-}
-
-static int join(struct qps_ep *ep, const char *group, const char *source)
-{
-	struct qps_mreq m = mreq(group, source);
-
-	return qps_join(ep, &m, sizeof(m));
-}
-
-static int leave(struct qps_ep *ep, const char *group, const char *source)
-{
-	struct qps_mreq m = mreq(group, source);
-
-	return qps_leave(ep, &m, sizeof(m));
-}
-
-static struct qps_stats stats_of(struct qps_ctx *ctx)
-{
-	struct qps_stats st;
-
-	memset(&st, 0, sizeof(st));
-	EQ(qps_ctx_stats(ctx, &st, sizeof(st)), sizeof(st));
-	return st;
-}
-
-/* Payload: sender tag and sequence number. */
-struct pkt {
-	uint32_t tag;
-	uint32_t seq;
-};
-
-static void send_seq(struct qps_ep *tx, const char *ip, unsigned short port,
-		     uint32_t tag, uint32_t first, uint32_t n)
-{
-	struct sockaddr_in d = t_sin(ip, port);
-	struct pkt p = { .tag = tag };
-	uint32_t i;
-
-	ssize_t r;
-
-	for (i = 0; i < n; i++) {
-		p.seq = first + i;
-		/* Non-blocking: a full send queue is reaped and retried. */
-		while ((r = qps_sendto(tx, &p, sizeof(p), 0,
-				       (struct sockaddr *)&d,
-				       sizeof(d))) == -EAGAIN)
-			qps_ctx_progress(tx->ctx);
-		EQ(r, sizeof(p));
-	}
-}
-
-/* Progress @ctx until the counter at @field_off reaches @want, or
- * T_WAIT_MS. */
-static int wait_stats(struct qps_ctx *ctx, uint64_t want,
-		      size_t field_off)
-{
-	int64_t end = (int64_t)t_now_ms() + T_WAIT_MS;
-	struct qps_stats st;
-	uint64_t v;
-
-	for (;;) {
-		qps_ctx_progress(ctx);
-		qps_ctx_stats(ctx, &st, sizeof(st));
-		memcpy(&v, (char *)&st + field_off, sizeof(v));
-		if (v >= want)
-			return 0;
-		if ((int64_t)t_now_ms() > end)
-			return -ETIMEDOUT;
-		usleep(200);
-	}
-}
-
-#define WAIT_STAT(ctx, field, want) \
-	EQ(wait_stats((ctx), (want), offsetof(struct qps_stats, field)), 0)
-
-/* Receive everything queued on @ep; each (tag, seq < n) must come once.
- * Returns the number received; @seen counts per seq for tag @tag. */
-static int drain(struct qps_ep *ep, uint32_t tag, uint8_t *seen, uint32_t n)
-{
-	struct pkt p;
-	int got = 0;
-	ssize_t r;
-
-	while ((r = qps_recv(ep, &p, sizeof(p), QPS_MSG_DONTWAIT)) >= 0) {
-		EQ(r, sizeof(p));
-		got++;
-		if (p.tag != tag || p.seq >= n) {
-			CU_FAIL("datagram from an unexpected sender");
-			continue;
-		}
-		seen[p.seq]++;
-	}
-	EQ(r, -EAGAIN);
-	return got;
-}
-
-static void all_once(const uint8_t *seen, uint32_t n)
-{
-	uint32_t i, bad = 0;
-
-	for (i = 0; i < n; i++)
-		bad += seen[i] != 1;
-	EQ(bad, 0);
-}
-
-/* Steering rules installed on the emu port, and its L2 group filters. */
+/* Steering rules installed on the emu port. */
 static int emu_rules(struct qps_ctx *ctx)
 {
 	struct qps_emu_dev *dev = qps_emu_dev(ctx->dev);
@@ -206,37 +64,6 @@ static int emu_rules(struct qps_ctx *ctx)
 		n += dev->flow[i] != NULL;
 	pthread_mutex_unlock(&dev->lock);
 	return n;
-}
-
-static int emu_mac_refs(struct qps_ctx *ctx)
-{
-	struct qps_emu_dev *dev = qps_emu_dev(ctx->dev);
-	int i, n = 0;
-
-	for (i = 0; i < (int)QPS_EMU_MAX_MC; i++)
-		n += (int)dev->sp->mc[i].refcnt;
-	return n;
-}
-
-/* Every receive buffer is back with the device: no reference was lost
- * or released twice. */
-static void all_buffers_home(struct qps_ctx *ctx)
-{
-	uint32_t i, held = 0;
-
-	pthread_mutex_lock(&ctx->rx_lock);
-	for (i = 0; i < ctx->rx_depth; i++)
-		held += ctx->rx_ref[i] != 0;
-	pthread_mutex_unlock(&ctx->rx_lock);
-	EQ(held, 0);
-}
-
-/* Each valid datagram is counted in exactly one demux path. */
-static void partition_holds(const struct qps_stats *st)
-{
-	EQ(st->rx_bad[QPS_RX_OK],
-	   st->rx_demux_early + st->rx_demux_fanout + st->rx_demux_connected +
-	   st->rx_demux_bound + st->rx_no_endpoint);
 }
 
 /* ------------------------------------------------------------------ */
@@ -253,56 +80,56 @@ static void test_errors(void)
 	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-err");
 	b = t_suite_ctx(wire, IP_B);
-	ep = mkep(b, "0.0.0.0", PORT_G, 0);
-	unbound = mkep(b, NULL, 0, 0);
-	uni = mkep(b, IP_B, PORT_G + 1, 0);
-	grp = mkep(b, GRP2, PORT_G + 2, 0);
+	ep = t_mkep(b, "0.0.0.0", PORT_G, 0);
+	unbound = t_mkep(b, NULL, 0, 0);
+	uni = t_mkep(b, IP_B, PORT_G + 1, 0);
+	grp = t_mkep(b, GRP2, PORT_G + 2, 0);
 
-	m = mreq(GRP1, NULL);
+	m = t_mreq(GRP1, NULL);
 	EQ(qps_join(NULL, &m, sizeof(m)), -EBADF);
 	EQ(qps_join(ep, NULL, sizeof(m)), -EFAULT);
 	EQ(qps_join(ep, &m, sizeof(m) - 1), -EINVAL);
-	EQ(join(ep, "198.18.0.9", NULL), -EINVAL);	/* not multicast */
-	EQ(join(ep, "255.255.255.255", NULL), -EINVAL);
-	EQ(join(ep, GRP1, GRP2), -EINVAL);		/* source multicast */
-	EQ(join(unbound, GRP1, NULL), -EINVAL);		/* no port */
-	EQ(join(uni, GRP1, NULL), -EINVAL);		/* bound to unicast */
-	EQ(join(grp, GRP1, NULL), -EINVAL);		/* bound to another */
-	EQ(join(grp, GRP2, NULL), 0);			/* bound to it */
-	m.iface.s_addr = ip_of(IP_C);
+	EQ(t_join(ep, "198.18.0.9", NULL), -EINVAL);	/* not multicast */
+	EQ(t_join(ep, "255.255.255.255", NULL), -EINVAL);
+	EQ(t_join(ep, GRP1, GRP2), -EINVAL);		/* source multicast */
+	EQ(t_join(unbound, GRP1, NULL), -EINVAL);		/* no port */
+	EQ(t_join(uni, GRP1, NULL), -EINVAL);		/* bound to unicast */
+	EQ(t_join(grp, GRP1, NULL), -EINVAL);		/* bound to another */
+	EQ(t_join(grp, GRP2, NULL), 0);			/* bound to it */
+	m.iface.s_addr = t_ip4(IP_C);
 	EQ(qps_join(ep, &m, sizeof(m)), -ENODEV);
-	m.iface.s_addr = ip_of(IP_B);
+	m.iface.s_addr = t_ip4(IP_B);
 	m.ifindex = 7;
 	EQ(qps_join(ep, &m, sizeof(m)), -ENODEV);
 	m.ifindex = QPS_IFINDEX;
-	EQ(qps_join(ep, &m, sizeof(m)), 0);		/* by address and index */
-	EQ(join(ep, GRP1, NULL), -EADDRINUSE);
-	EQ(join(ep, GRP1, IP_A), -EINVAL);		/* any-source joined */
-	EQ(join(ep, GRP3, IP_A), 0);
-	EQ(join(ep, GRP3, IP_A), -EADDRINUSE);
-	EQ(join(ep, GRP3, IP_C), 0);			/* a second source */
-	EQ(join(ep, GRP3, NULL), -EINVAL);		/* source-specific */
+	EQ(qps_join(ep, &m, sizeof(m)), 0);	/* by address and index */
+	EQ(t_join(ep, GRP1, NULL), -EADDRINUSE);
+	EQ(t_join(ep, GRP1, IP_A), -EINVAL);		/* any-source joined */
+	EQ(t_join(ep, GRP3, IP_A), 0);
+	EQ(t_join(ep, GRP3, IP_A), -EADDRINUSE);
+	EQ(t_join(ep, GRP3, IP_C), 0);			/* a second source */
+	EQ(t_join(ep, GRP3, NULL), -EINVAL);		/* source-specific */
 
-	EQ(leave(ep, GRP2, NULL), -EADDRNOTAVAIL);	/* never joined */
-	EQ(leave(unbound, GRP1, NULL), -EADDRNOTAVAIL);
-	EQ(leave(ep, GRP3, IP_B), -EADDRNOTAVAIL);	/* not that source */
-	EQ(leave(ep, "10.0.0.1", NULL), -EINVAL);
-	m = mreq(GRP1, NULL);
+	EQ(t_leave(ep, GRP2, NULL), -EADDRNOTAVAIL);	/* never joined */
+	EQ(t_leave(unbound, GRP1, NULL), -EADDRNOTAVAIL);
+	EQ(t_leave(ep, GRP3, IP_B), -EADDRNOTAVAIL);	/* not that source */
+	EQ(t_leave(ep, "10.0.0.1", NULL), -EINVAL);
+	m = t_mreq(GRP1, NULL);
 	EQ(qps_leave(ep, NULL, sizeof(m)), -EFAULT);
 	EQ(qps_leave(ep, &m, 4), -EINVAL);
-	EQ(leave(ep, GRP3, IP_A), 0);
-	EQ(leave(ep, GRP3, IP_A), -EADDRNOTAVAIL);
-	EQ(leave(ep, GRP3, NULL), 0);			/* drops IP_C too */
-	EQ(leave(ep, GRP3, IP_C), -EADDRNOTAVAIL);
-	EQ(leave(ep, GRP1, NULL), 0);
-	EQ(leave(ep, GRP1, NULL), -EADDRNOTAVAIL);
+	EQ(t_leave(ep, GRP3, IP_A), 0);
+	EQ(t_leave(ep, GRP3, IP_A), -EADDRNOTAVAIL);
+	EQ(t_leave(ep, GRP3, NULL), 0);			/* drops IP_C too */
+	EQ(t_leave(ep, GRP3, IP_C), -EADDRNOTAVAIL);
+	EQ(t_leave(ep, GRP1, NULL), 0);
+	EQ(t_leave(ep, GRP1, NULL), -EADDRNOTAVAIL);
 	EQ(qps_ep_close(grp), 0);			/* leaves GRP2 */
-	EQ(join(grp, GRP2, NULL), -EBADF);
-	EQ(leave(grp, GRP2, NULL), -EBADF);
-	EQ(stats_of(b).mc_rules, 0);
-	EQ(stats_of(b).mc_rule_refs, 0);
-	EQ(stats_of(b).mc_joins, stats_of(b).mc_leaves);
-	EQ(emu_mac_refs(b), 0);
+	EQ(t_join(grp, GRP2, NULL), -EBADF);
+	EQ(t_leave(grp, GRP2, NULL), -EBADF);
+	EQ(t_ctx_stats(b).mc_rules, 0);
+	EQ(t_ctx_stats(b).mc_rule_refs, 0);
+	EQ(t_ctx_stats(b).mc_joins, t_ctx_stats(b).mc_leaves);
+	EQ(t_emu_mac_refs(b), 0);
 	t_suite_end();
 }
 
@@ -319,24 +146,24 @@ static void test_device_full(void)
 	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-full");
 	b = t_suite_ctx(wire, IP_B);
-	ep = mkep(b, "0.0.0.0", PORT_G, 0);
+	ep = t_mkep(b, "0.0.0.0", PORT_G, 0);
 	base = emu_rules(b);
 	for (i = 0; i < 400; i++) {
 		/* Distinct MACs: the third byte changes. */
 		snprintf(g, sizeof(g), "239.%d.%d.1", 1 + i / 200, i % 200);
-		rc = join(ep, g, NULL);
+		rc = t_join(ep, g, NULL);
 		if (rc < 0)
 			break;
 		ok++;
 	}
 	EQ(rc, -ENOBUFS);
 	CU_ASSERT(ok >= 16);
-	EQ(stats_of(b).mc_rules, ok);
+	EQ(t_ctx_stats(b).mc_rules, ok);
 	EQ(emu_rules(b), base + ok);
 	EQ(qps_ep_close(ep), 0);
-	EQ(stats_of(b).mc_rules, 0);
+	EQ(t_ctx_stats(b).mc_rules, 0);
 	EQ(emu_rules(b), base);
-	EQ(emu_mac_refs(b), 0);
+	EQ(t_emu_mac_refs(b), 0);
 	t_suite_end();
 }
 
@@ -360,37 +187,37 @@ static void test_refcount(void)
 	t_wire_name(wire, sizeof(wire), "mc-ref");
 	b = t_suite_ctx(wire, IP_B);
 	for (k = 0; k < 3; k++)
-		ep[k] = mkep(b, "0.0.0.0", PORT_G, 1);
+		ep[k] = t_mkep(b, "0.0.0.0", PORT_G, 1);
 	base = emu_rules(b);
 	for (o = 0; o < 6; o++) {
 		for (k = 0; k < 3; k++) {
-			EQ(join(ep[k], GRP1, NULL), 0);
-			EQ(stats_of(b).mc_rules, 1);
-			EQ(stats_of(b).mc_rule_refs, k + 1);
+			EQ(t_join(ep[k], GRP1, NULL), 0);
+			EQ(t_ctx_stats(b).mc_rules, 1);
+			EQ(t_ctx_stats(b).mc_rule_refs, k + 1);
 			EQ(emu_rules(b), base + 1);
-			EQ(emu_mac_refs(b), k + 1);
+			EQ(t_emu_mac_refs(b), k + 1);
 		}
 		created++;
 		for (k = 0; k < 3; k++) {
-			EQ(leave(ep[orders[o][k]], GRP1, NULL), 0);
-			EQ(leave(ep[orders[o][k]], GRP1, NULL),
+			EQ(t_leave(ep[orders[o][k]], GRP1, NULL), 0);
+			EQ(t_leave(ep[orders[o][k]], GRP1, NULL),
 			   -EADDRNOTAVAIL);
-			EQ(stats_of(b).mc_rules, k < 2 ? 1 : 0);
+			EQ(t_ctx_stats(b).mc_rules, k < 2 ? 1 : 0);
 			EQ(emu_rules(b), base + (k < 2 ? 1 : 0));
-			EQ(emu_mac_refs(b), 2 - k);
+			EQ(t_emu_mac_refs(b), 2 - k);
 		}
 	}
 	/* A second port is a second rule; close drops memberships. */
-	EQ(join(ep[0], GRP1, NULL), 0);
-	ep[1] = mkep(b, "0.0.0.0", PORT_G + 1, 0);
-	EQ(join(ep[1], GRP1, NULL), 0);
+	EQ(t_join(ep[0], GRP1, NULL), 0);
+	ep[1] = t_mkep(b, "0.0.0.0", PORT_G + 1, 0);
+	EQ(t_join(ep[1], GRP1, NULL), 0);
 	EQ(emu_rules(b), base + 2);
 	created += 2;
 	EQ(qps_ep_close(ep[0]), 0);
 	EQ(emu_rules(b), base + 1);
 	EQ(qps_ep_close(ep[1]), 0);
 	EQ(emu_rules(b), base);
-	st = stats_of(b);
+	st = t_ctx_stats(b);
 	EQ(st.mc_rules_created, created);
 	EQ(st.mc_joins, 6 * 3 + 2);
 	EQ(st.mc_leaves, 6 * 3 + 2);
@@ -416,60 +243,56 @@ static void test_early_and_fanout(void)
 	t_wire_name(wire, sizeof(wire), "mc-path");
 	a = t_suite_ctx(wire, IP_A);
 	b = t_suite_ctx(wire, IP_B);
-	tx = mkep(a, IP_A, PORT_TX, 0);
-	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
-	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
-	other = mkep(b, "0.0.0.0", PORT_G, 1);	/* bound, never joins */
+	tx = t_mkep(a, IP_A, PORT_TX, 0);
+	r1 = t_mkep(b, "0.0.0.0", PORT_G, 1);
+	r2 = t_mkep(b, "0.0.0.0", PORT_G, 1);
+	other = t_mkep(b, "0.0.0.0", PORT_G, 1);	/* bound, never joins */
 
 	/* One subscriber: every datagram takes the early path. */
-	EQ(join(r1, GRP1, NULL), 0);
-	send_seq(tx, GRP1, PORT_G, 1, 0, N_PKT);
-	WAIT_STAT(b, rx_demux_early, N_PKT);
-	memset(s1, 0, sizeof(s1));
-	EQ(drain(r1, 1, s1, N_PKT), N_PKT);
-	all_once(s1, N_PKT);
-	EQ(drain(other, 1, s1, N_PKT), 0);
-	st = stats_of(b);
+	EQ(t_join(r1, GRP1, NULL), 0);
+	t_send_seq(tx, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_demux_early, N_PKT);
+	t_drain_all_once(r1, 1, N_PKT);
+	EQ(t_drain(other, 1, s1, N_PKT), 0);
+	st = t_ctx_stats(b);
 	EQ(st.rx_demux_early, N_PKT);
 	EQ(st.rx_demux_fanout, 0);
 	EQ(st.rx_fanout_deliveries, 0);
-	all_buffers_home(b);
+	t_all_buffers_home(b);
 
 	/* Two: fan-out, each gets each datagram once, one buffer shared. */
-	EQ(join(r2, GRP1, NULL), 0);
-	send_seq(tx, GRP1, PORT_G, 2, 0, N_PKT);
-	WAIT_STAT(b, rx_demux_fanout, N_PKT);
+	EQ(t_join(r2, GRP1, NULL), 0);
+	t_send_seq(tx, GRP1, PORT_G, 2, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_demux_fanout, N_PKT);
 	memset(s1, 0, sizeof(s1));
 	memset(s2, 0, sizeof(s2));
-	EQ(drain(r1, 2, s1, N_PKT), N_PKT);
-	EQ(drain(r2, 2, s2, N_PKT), N_PKT);
-	all_once(s1, N_PKT);
-	all_once(s2, N_PKT);
-	EQ(drain(other, 2, s1, N_PKT), 0);
-	st = stats_of(b);
+	EQ(t_drain(r1, 2, s1, N_PKT), N_PKT);
+	EQ(t_drain(r2, 2, s2, N_PKT), N_PKT);
+	t_all_once(s1, N_PKT);
+	t_all_once(s2, N_PKT);
+	EQ(t_drain(other, 2, s1, N_PKT), 0);
+	st = t_ctx_stats(b);
 	EQ(st.rx_demux_early, N_PKT);
 	EQ(st.rx_demux_fanout, N_PKT);
 	EQ(st.rx_fanout_deliveries, 2 * N_PKT);
 	EQ(st.rx_packets, 3 * N_PKT);
-	all_buffers_home(b);
+	t_all_buffers_home(b);
 
 	/* Back to one: the early path again. */
-	EQ(leave(r1, GRP1, NULL), 0);
-	send_seq(tx, GRP1, PORT_G, 3, 0, N_PKT);
-	WAIT_STAT(b, rx_demux_early, 2 * N_PKT);
-	memset(s2, 0, sizeof(s2));
-	EQ(drain(r2, 3, s2, N_PKT), N_PKT);
-	all_once(s2, N_PKT);
-	EQ(drain(r1, 3, s1, N_PKT), 0);
+	EQ(t_leave(r1, GRP1, NULL), 0);
+	t_send_seq(tx, GRP1, PORT_G, 3, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_demux_early, 2 * N_PKT);
+	t_drain_all_once(r2, 3, N_PKT);
+	EQ(t_drain(r1, 3, s1, N_PKT), 0);
 
 	/* A group nobody joined never reaches the port (no filter). */
-	send_seq(tx, GRP2, PORT_G, 4, 0, 10);
+	t_send_seq(tx, GRP2, PORT_G, 4, 0, 10, 0);
 	qps_ctx_progress(b);
-	st = stats_of(b);
+	st = t_ctx_stats(b);
 	EQ(st.rx_bad[QPS_RX_OK], 3 * N_PKT);
 	EQ(st.rx_no_endpoint, 0);
-	partition_holds(&st);
-	all_buffers_home(b);
+	t_partition_holds(&st);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -486,19 +309,19 @@ static void test_release_on_close(void)
 	t_wire_name(wire, sizeof(wire), "mc-close");
 	a = t_suite_ctx(wire, IP_A);
 	b = t_suite_ctx(wire, IP_B);
-	tx = mkep(a, IP_A, PORT_TX, 0);
-	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
-	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
-	EQ(join(r1, GRP1, NULL), 0);
-	EQ(join(r2, GRP1, NULL), 0);
-	send_seq(tx, GRP1, PORT_G, 1, 0, N_PKT);
-	WAIT_STAT(b, rx_fanout_deliveries, 2 * N_PKT);
-	EQ(leave(r1, GRP1, NULL), 0);
+	tx = t_mkep(a, IP_A, PORT_TX, 0);
+	r1 = t_mkep(b, "0.0.0.0", PORT_G, 1);
+	r2 = t_mkep(b, "0.0.0.0", PORT_G, 1);
+	EQ(t_join(r1, GRP1, NULL), 0);
+	EQ(t_join(r2, GRP1, NULL), 0);
+	t_send_seq(tx, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_fanout_deliveries, 2 * N_PKT);
+	EQ(t_leave(r1, GRP1, NULL), 0);
 	memset(s, 0, sizeof(s));
-	EQ(drain(r1, 1, s, N_PKT), N_PKT);	/* queued before the leave */
-	all_once(s, N_PKT);
+	EQ(t_drain(r1, 1, s, N_PKT), N_PKT);	/* queued before the leave */
+	t_all_once(s, N_PKT);
 	EQ(qps_ep_close(r2), 0);		/* N_PKT still queued */
-	all_buffers_home(b);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -507,64 +330,42 @@ static void test_source_filter(void)
 	char wire[64];
 	struct qps_ctx *a, *b, *c;
 	struct qps_ep *txa, *txc, *ssm, *asm_ep;
-	uint8_t sa[N_PKT], sc[N_PKT];
 	struct qps_stats st;
-	struct pkt p;
-	ssize_t r;
-	int got_a = 0, got_c = 0;
 
 	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-ssm");
 	a = t_suite_ctx(wire, IP_A);
 	b = t_suite_ctx(wire, IP_B);
 	c = t_suite_ctx(wire, IP_C);
-	txa = mkep(a, IP_A, PORT_TX, 0);
-	txc = mkep(c, IP_C, PORT_TX, 0);
-	ssm = mkep(b, "0.0.0.0", PORT_G, 1);
-	asm_ep = mkep(b, "0.0.0.0", PORT_G, 1);
+	txa = t_mkep(a, IP_A, PORT_TX, 0);
+	txc = t_mkep(c, IP_C, PORT_TX, 0);
+	ssm = t_mkep(b, "0.0.0.0", PORT_G, 1);
+	asm_ep = t_mkep(b, "0.0.0.0", PORT_G, 1);
 
 	/* Source-specific alone: the early path filters C out. */
-	EQ(join(ssm, GRP1, IP_A), 0);
-	send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT);
-	send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT);
-	WAIT_STAT(b, rx_bad[QPS_RX_OK], 2 * N_PKT);
-	memset(sa, 0, sizeof(sa));
-	EQ(drain(ssm, 1, sa, N_PKT), N_PKT);
-	all_once(sa, N_PKT);
-	st = stats_of(b);
+	EQ(t_join(ssm, GRP1, IP_A), 0);
+	t_send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	t_send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], 2 * N_PKT);
+	t_drain_all_once(ssm, 1, N_PKT);
+	st = t_ctx_stats(b);
 	EQ(st.rx_demux_early, N_PKT);
 	EQ(st.rx_mc_filtered, N_PKT);
 	EQ(st.rx_no_endpoint, N_PKT);
 
 	/* With an any-source subscriber: fan-out, filter per subscriber. */
-	EQ(join(asm_ep, GRP1, NULL), 0);
-	send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT);
-	send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT);
-	WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * N_PKT);
-	memset(sa, 0, sizeof(sa));
-	EQ(drain(ssm, 1, sa, N_PKT), N_PKT);
-	all_once(sa, N_PKT);
-	memset(sa, 0, sizeof(sa));
-	memset(sc, 0, sizeof(sc));
-	while ((r = qps_recv(asm_ep, &p, sizeof(p), 0)) > 0) {
-		if (p.tag == 1 && p.seq < N_PKT) {
-			sa[p.seq]++;
-			got_a++;
-		} else if (p.tag == 3 && p.seq < N_PKT) {
-			sc[p.seq]++;
-			got_c++;
-		}
-	}
-	EQ(got_a, N_PKT);
-	EQ(got_c, N_PKT);
-	all_once(sa, N_PKT);
-	all_once(sc, N_PKT);
-	st = stats_of(b);
+	EQ(t_join(asm_ep, GRP1, NULL), 0);
+	t_send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	t_send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * N_PKT);
+	t_drain_all_once(ssm, 1, N_PKT);
+	t_drain_two_once(asm_ep, 1, 3, N_PKT);
+	st = t_ctx_stats(b);
 	EQ(st.rx_demux_fanout, 2 * N_PKT);
 	EQ(st.rx_fanout_deliveries, 3 * N_PKT);
 	EQ(st.rx_mc_filtered, 2 * N_PKT);
-	partition_holds(&st);
-	all_buffers_home(b);
+	t_partition_holds(&st);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -575,25 +376,22 @@ static void test_connected_subscriber(void)
 	struct qps_ctx *a, *b, *c;
 	struct qps_ep *txa, *txc, *r;
 	struct sockaddr_in peer = t_sin(IP_A, PORT_TX);
-	uint8_t s[N_PKT];
 
 	t_suite_begin();
 	t_wire_name(wire, sizeof(wire), "mc-conn");
 	a = t_suite_ctx(wire, IP_A);
 	b = t_suite_ctx(wire, IP_B);
 	c = t_suite_ctx(wire, IP_C);
-	txa = mkep(a, IP_A, PORT_TX, 0);
-	txc = mkep(c, IP_C, PORT_TX, 0);
-	r = mkep(b, "0.0.0.0", PORT_G, 0);
-	EQ(join(r, GRP1, NULL), 0);
+	txa = t_mkep(a, IP_A, PORT_TX, 0);
+	txc = t_mkep(c, IP_C, PORT_TX, 0);
+	r = t_mkep(b, "0.0.0.0", PORT_G, 0);
+	EQ(t_join(r, GRP1, NULL), 0);
 	EQ(qps_connect(r, (struct sockaddr *)&peer, sizeof(peer)), 0);
-	send_seq(txc, GRP1, PORT_G, 3, 0, 10);
-	send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT);
-	WAIT_STAT(b, rx_bad[QPS_RX_OK], N_PKT + 10);
-	memset(s, 0, sizeof(s));
-	EQ(drain(r, 1, s, N_PKT), N_PKT);
-	all_once(s, N_PKT);
-	EQ(stats_of(b).rx_mc_filtered, 10);
+	t_send_seq(txc, GRP1, PORT_G, 3, 0, 10, 0);
+	t_send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], N_PKT + 10);
+	t_drain_all_once(r, 1, N_PKT);
+	EQ(t_ctx_stats(b).rx_mc_filtered, 10);
 	t_suite_end();
 }
 
@@ -608,9 +406,9 @@ static int xp_child(const char *wire, int wfd, int rfd)
 	struct qps_ep *ep = NULL, *ep2 = NULL;
 	struct sockaddr_in any = t_sin("0.0.0.0", PORT_G);
 	struct sockaddr_in any2 = t_sin("0.0.0.0", PORT_G + 1);
-	struct qps_mreq m = mreq(GRP1, NULL);
+	struct qps_mreq m = t_mreq(GRP1, NULL);
 	struct qps_stats st;
-	struct pkt p;
+	struct t_pkt p;
 	int got = 0, bad = 0, rc = 0;
 	int64_t end;
 	ssize_t r;
@@ -622,7 +420,7 @@ static int xp_child(const char *wire, int wfd, int rfd)
 	    qps_join(ep, &m, sizeof(m)) || qps_set_nonblock(ep, 1))
 		rc = 11;
 	/* GRP2 joined on another port only. */
-	m = mreq(GRP2, NULL);
+	m = t_mreq(GRP2, NULL);
 	if (!rc && (qps_ep_create(ctx, QPS_EP_DGRAM, &ep2) ||
 		    qps_bind(ep2, (struct sockaddr *)&any2, sizeof(any2)) ||
 		    qps_join(ep2, &m, sizeof(m)) || qps_set_nonblock(ep2, 1)))
@@ -691,11 +489,11 @@ static void test_two_process(void)
 		goto out;
 	}
 	a = t_suite_ctx(wire, IP_A);
-	tx = mkep(a, IP_A, PORT_TX, 0);
-	send_seq(tx, GRP2, PORT_G, 2, 0, XP_N);	/* joined, other port */
-	send_seq(tx, GRP3, PORT_G, 3, 0, XP_N);	/* not joined */
-	send_seq(tx, GRP1_ALIAS, PORT_G, 4, 0, XP_N); /* GRP1's MAC */
-	send_seq(tx, GRP1, PORT_G, 1, 0, XP_N);
+	tx = t_mkep(a, IP_A, PORT_TX, 0);
+	t_send_seq(tx, GRP2, PORT_G, 2, 0, XP_N, 0);	/* joined, other port */
+	t_send_seq(tx, GRP3, PORT_G, 3, 0, XP_N, 0);	/* not joined */
+	t_send_seq(tx, GRP1_ALIAS, PORT_G, 4, 0, XP_N, 0); /* GRP1's MAC */
+	t_send_seq(tx, GRP1, PORT_G, 1, 0, XP_N, 0);
 	EQ(write(p2c[1], "S", 1), 1);
 out:
 	st = t_wait_child(pid, T_CHILD_MS);
@@ -725,66 +523,58 @@ static void test_unicast_paths(void)
 	b = t_suite_ctx(wire, IP_B);
 
 	/* Two peers of A whose 4-tuples share a bucket on B. */
-	h1 = (uint16_t)(qps_conn_hash(ip_of(IP_A), htons(20000),
+	h1 = (uint16_t)(qps_conn_hash(t_ip4(IP_A), htons(20000),
 				      htons(rport)) & b->conn_mask);
 	port1 = 20000;
 	for (sport = 20001; sport < 60000; sport++)
-		if ((qps_conn_hash(ip_of(IP_A), htons(sport), htons(rport)) &
+		if ((qps_conn_hash(t_ip4(IP_A), htons(sport), htons(rport)) &
 		     b->conn_mask) == h1) {
 			port2 = sport;
 			break;
 		}
 	CU_ASSERT_FATAL(port2 != 0);
-	tx1 = mkep(a, IP_A, port1, 0);
-	tx2 = mkep(a, IP_A, port2, 0);
+	tx1 = t_mkep(a, IP_A, port1, 0);
+	tx2 = t_mkep(a, IP_A, port2, 0);
 
 	p1 = t_sin(IP_A, port1);
 	p2 = t_sin(IP_A, port2);
 
 	/* Unconnected: the bound lookup. */
-	bound = mkep(b, "0.0.0.0", rport, 1);
-	send_seq(tx1, IP_B, rport, 1, 0, N_PKT);
-	WAIT_STAT(b, rx_demux_bound, N_PKT);
-	memset(s, 0, sizeof(s));
-	EQ(drain(bound, 1, s, N_PKT), N_PKT);
-	all_once(s, N_PKT);
-	c1 = mkep(b, "0.0.0.0", rport, 1);
-	c2 = mkep(b, "0.0.0.0", rport, 1);
+	bound = t_mkep(b, "0.0.0.0", rport, 1);
+	t_send_seq(tx1, IP_B, rport, 1, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_demux_bound, N_PKT);
+	t_drain_all_once(bound, 1, N_PKT);
+	c1 = t_mkep(b, "0.0.0.0", rport, 1);
+	c2 = t_mkep(b, "0.0.0.0", rport, 1);
 
 	/* c1 connected to tx1: first in its bucket, the fast path. */
 	EQ(qps_connect(c1, (struct sockaddr *)&p1, sizeof(p1)), 0);
-	send_seq(tx1, IP_B, rport, 1, 0, N_PKT);
-	WAIT_STAT(b, rx_demux_connected, N_PKT);
-	memset(s, 0, sizeof(s));
-	EQ(drain(c1, 1, s, N_PKT), N_PKT);
-	all_once(s, N_PKT);
+	t_send_seq(tx1, IP_B, rport, 1, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_demux_connected, N_PKT);
+	t_drain_all_once(c1, 1, N_PKT);
 
 	/* c2 connected to tx2 lands first in the same bucket: c1's
 	 * datagrams now miss the fast path and still reach c1. */
 	EQ(qps_connect(c2, (struct sockaddr *)&p2, sizeof(p2)), 0);
-	send_seq(tx1, IP_B, rport, 1, 0, N_PKT);
-	send_seq(tx2, IP_B, rport, 2, 0, N_PKT);
-	WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * N_PKT);
-	memset(s, 0, sizeof(s));
-	EQ(drain(c1, 1, s, N_PKT), N_PKT);
-	all_once(s, N_PKT);
-	memset(s, 0, sizeof(s));
-	EQ(drain(c2, 2, s, N_PKT), N_PKT);
-	all_once(s, N_PKT);
-	EQ(drain(bound, 1, s, N_PKT), 0);
-	st = stats_of(b);
+	t_send_seq(tx1, IP_B, rport, 1, 0, N_PKT, 0);
+	t_send_seq(tx2, IP_B, rport, 2, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * N_PKT);
+	t_drain_all_once(c1, 1, N_PKT);
+	t_drain_all_once(c2, 2, N_PKT);
+	EQ(t_drain(bound, 1, s, N_PKT), 0);
+	st = t_ctx_stats(b);
 	EQ(st.rx_demux_connected, 2 * N_PKT);
 	EQ(st.rx_demux_bound, 2 * N_PKT);
 
 	/* Disconnected: back to the bound lookup (most specific = none,
 	 * so the first bound endpoint in the chain takes them). */
 	EQ(qps_connect(c2, &unspec, sizeof(unspec)), 0);
-	send_seq(tx2, IP_B, rport, 2, 0, N_PKT);
-	WAIT_STAT(b, rx_demux_bound, 3 * N_PKT);
-	st = stats_of(b);
+	t_send_seq(tx2, IP_B, rport, 2, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_demux_bound, 3 * N_PKT);
+	st = t_ctx_stats(b);
 	EQ(st.rx_demux_connected, 2 * N_PKT);
 	EQ(st.rx_pktinfo, 0);
-	partition_holds(&st);
+	t_partition_holds(&st);
 	t_suite_end();
 }
 
@@ -805,7 +595,7 @@ static void test_pktinfo(void)
 	struct qps_ctx *a, *b;
 	struct qps_ep *tx, *r1, *r2, *u;
 	struct qps_rxmsg m;
-	struct pkt p;
+	struct t_pkt p;
 	uint64_t t0, t1;
 	int on = 1, i;
 
@@ -813,15 +603,15 @@ static void test_pktinfo(void)
 	t_wire_name(wire, sizeof(wire), "mc-info");
 	a = t_suite_ctx(wire, IP_A);
 	b = t_suite_ctx(wire, IP_B);
-	tx = mkep(a, IP_A, PORT_TX, 0);
-	r1 = mkep(b, "0.0.0.0", PORT_G, 1);
-	r2 = mkep(b, "0.0.0.0", PORT_G, 1);
-	u = mkep(b, IP_B, PORT_G + 5, 0);
-	EQ(join(r1, GRP1, NULL), 0);
+	tx = t_mkep(a, IP_A, PORT_TX, 0);
+	r1 = t_mkep(b, "0.0.0.0", PORT_G, 1);
+	r2 = t_mkep(b, "0.0.0.0", PORT_G, 1);
+	u = t_mkep(b, IP_B, PORT_G + 5, 0);
+	EQ(t_join(r1, GRP1, NULL), 0);
 
 	/* Off: nothing filled, the counter stays 0. */
-	send_seq(tx, GRP1, PORT_G, 1, 0, 10);
-	WAIT_STAT(b, rx_demux_early, 10);
+	t_send_seq(tx, GRP1, PORT_G, 1, 0, 10, 0);
+	T_WAIT_STAT(b, rx_demux_early, 10);
 	for (i = 0; i < 10; i++) {
 		memset(&m, 0xa5, sizeof(m));
 		m.buf = &p;
@@ -831,20 +621,20 @@ static void test_pktinfo(void)
 		EQ(m.ifindex, 0);
 		EQ(m.ts_ns, 0);
 		EQ(m.dst.sin_addr.s_addr, 0);
-		EQ(m.src.sin_addr.s_addr, ip_of(IP_A));
+		EQ(m.src.sin_addr.s_addr, t_ip4(IP_A));
 		EQ(ntohs(m.src.sin_port), PORT_TX);
 		EQ(p.seq, i);
 	}
-	EQ(stats_of(b).rx_pktinfo, 0);
+	EQ(t_ctx_stats(b).rx_pktinfo, 0);
 
 	/* On for r2 only; fan-out fills it for r2's copies alone. */
 	EQ(qps_setopt(r2, QPS_OPT_PKTINFO, &on, sizeof(on)), 0);
-	EQ(join(r2, GRP1, NULL), 0);
+	EQ(t_join(r2, GRP1, NULL), 0);
 	t0 = real_ns();
-	send_seq(tx, GRP1, PORT_G, 1, 0, 10);
-	WAIT_STAT(b, rx_fanout_deliveries, 20);
+	t_send_seq(tx, GRP1, PORT_G, 1, 0, 10, 0);
+	T_WAIT_STAT(b, rx_fanout_deliveries, 20);
 	t1 = real_ns();
-	EQ(stats_of(b).rx_pktinfo, 10);
+	EQ(t_ctx_stats(b).rx_pktinfo, 10);
 	for (i = 0; i < 10; i++) {
 		memset(&m, 0, sizeof(m));
 		m.buf = &p;
@@ -852,7 +642,7 @@ static void test_pktinfo(void)
 		EQ(qps_recvmsg(r2, &m, 0), sizeof(p));
 		EQ(m.flags, QPS_RXMSG_PKTINFO);
 		EQ(m.ifindex, QPS_IFINDEX);
-		EQ(m.dst.sin_addr.s_addr, ip_of(GRP1));
+		EQ(m.dst.sin_addr.s_addr, t_ip4(GRP1));
 		EQ(ntohs(m.dst.sin_port), PORT_G);
 		CU_ASSERT(m.ts_ns >= t0 && m.ts_ns <= t1);
 		memset(&m, 0, sizeof(m));
@@ -865,14 +655,14 @@ static void test_pktinfo(void)
 	/* Unicast: the destination is our address; a short buffer says
 	 * TRUNC. */
 	EQ(qps_setopt(u, QPS_OPT_PKTINFO, &on, sizeof(on)), 0);
-	send_seq(tx, IP_B, PORT_G + 5, 1, 0, 1);
-	WAIT_STAT(b, rx_pktinfo, 11);
+	t_send_seq(tx, IP_B, PORT_G + 5, 1, 0, 1, 0);
+	T_WAIT_STAT(b, rx_pktinfo, 11);
 	memset(&m, 0, sizeof(m));
 	m.buf = &p;
 	m.len = 4;
 	EQ(qps_recvmsg(u, &m, QPS_MSG_PEEK), 4);
 	EQ(m.flags, QPS_RXMSG_PKTINFO | QPS_RXMSG_TRUNC);
-	EQ(m.dst.sin_addr.s_addr, ip_of(IP_B));
+	EQ(m.dst.sin_addr.s_addr, t_ip4(IP_B));
 	EQ(ntohs(m.dst.sin_port), PORT_G + 5);
 	EQ(qps_recvmsg(u, &m, QPS_MSG_TRUNC), sizeof(p));
 	EQ(qps_recvmsg(u, NULL, 0), -EFAULT);
@@ -884,12 +674,12 @@ static void test_pktinfo(void)
 	EQ(qps_recvmsg(u, &m, 0), -EAGAIN);
 	on = 0;
 	EQ(qps_setopt(u, QPS_OPT_PKTINFO, &on, sizeof(on)), 0);
-	send_seq(tx, IP_B, PORT_G + 5, 1, 0, 1);
-	WAIT_STAT(b, rx_demux_bound, 2);
+	t_send_seq(tx, IP_B, PORT_G + 5, 1, 0, 1, 0);
+	T_WAIT_STAT(b, rx_demux_bound, 2);
 	m.len = sizeof(p);
 	EQ(qps_recvmsg(u, &m, 0), sizeof(p));
 	EQ(m.flags, 0);
-	EQ(stats_of(b).rx_pktinfo, 11);
+	EQ(t_ctx_stats(b).rx_pktinfo, 11);
 	t_suite_end();
 }
 
@@ -911,7 +701,7 @@ static void *race_tx(void *arg)
 	struct race *r = arg;
 	struct sockaddr_in g = t_sin(GRP1, PORT_G);
 	struct sockaddr_in g2 = t_sin(GRP2, PORT_G);
-	struct pkt p = { .tag = 1 };
+	struct t_pkt p = { .tag = 1 };
 
 	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		p.seq++;
@@ -929,7 +719,7 @@ static void *race_tx(void *arg)
 static void *race_rx(void *arg)
 {
 	struct race *r = arg;
-	struct pkt p;
+	struct t_pkt p;
 	uint32_t last = 0;
 	ssize_t n;
 
@@ -954,7 +744,7 @@ static void test_race(void)
 	pthread_t ttx, trx;
 	struct qps_ep *ep[4] = { NULL };
 	struct qps_stats st;
-	struct pkt p;
+	struct t_pkt p;
 	int64_t end;
 	int i, k, churn = 0;
 
@@ -963,9 +753,9 @@ static void test_race(void)
 	memset(&r, 0, sizeof(r));
 	r.a = t_suite_ctx(wire, IP_A);
 	r.b = t_suite_ctx(wire, IP_B);
-	r.tx = mkep(r.a, IP_A, PORT_TX, 0);
-	r.steady = mkep(r.b, "0.0.0.0", PORT_G, 1);
-	EQ_FATAL(join(r.steady, GRP1, NULL), 0);
+	r.tx = t_mkep(r.a, IP_A, PORT_TX, 0);
+	r.steady = t_mkep(r.b, "0.0.0.0", PORT_G, 1);
+	EQ_FATAL(t_join(r.steady, GRP1, NULL), 0);
 	CU_ASSERT_FATAL(pthread_create(&ttx, NULL, race_tx, &r) == 0);
 	CU_ASSERT_FATAL(pthread_create(&trx, NULL, race_rx, &r) == 0);
 
@@ -975,15 +765,15 @@ static void test_race(void)
 	for (i = 0; (int64_t)t_now_ms() < end; i++) {
 		k = i & 3;
 		if (!ep[k]) {
-			ep[k] = mkep(r.b, "0.0.0.0", PORT_G, 1);
-			EQ(join(ep[k], GRP1, NULL), 0);
+			ep[k] = t_mkep(r.b, "0.0.0.0", PORT_G, 1);
+			EQ(t_join(ep[k], GRP1, NULL), 0);
 			if (k & 1)
-				EQ(join(ep[k], GRP2, NULL), 0);
+				EQ(t_join(ep[k], GRP2, NULL), 0);
 		} else if (i & 4) {
 			while (qps_recv(ep[k], &p, sizeof(p),
 					QPS_MSG_DONTWAIT) > 0)
 				;
-			EQ(leave(ep[k], GRP1, NULL), 0);
+			EQ(t_leave(ep[k], GRP1, NULL), 0);
 			EQ(qps_ep_close(ep[k]), 0);
 			ep[k] = NULL;
 		} else {
@@ -1007,9 +797,9 @@ static void test_race(void)
 	while (qps_recv(r.steady, &p, sizeof(p), QPS_MSG_DONTWAIT) > 0)
 		r.steady_got++;
 	EQ(qps_ep_close(r.steady), 0);
-	all_buffers_home(r.b);
-	st = stats_of(r.b);
-	partition_holds(&st);
+	t_all_buffers_home(r.b);
+	st = t_ctx_stats(r.b);
+	t_partition_holds(&st);
 	EQ(st.mc_rules, 0);
 	EQ(st.mc_rule_refs, 0);
 	EQ(st.mc_joins, st.mc_leaves);

@@ -10,7 +10,7 @@
  * qps_emu_ops itself, so they reach the context's QP as a peer would send
  * them. Internal state (buffer references) is read through src/.
  */
-#include "t_util.h"
+#include "t_traffic.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,8 +35,6 @@
 
 #define PORT_RX 7000
 #define PORT_TX 7100
-
-#define T_WAIT_MS 3000
 
 #define EQ T_EQ
 #define EQ_FATAL T_EQ_FATAL
@@ -236,11 +234,6 @@ static void test_parse_malformed(void)
 /* ------------------------------------------------------------------ */
 /* Contexts, endpoints, traffic.                                        */
 
-struct pkt {
-	uint32_t tag;
-	uint32_t seq;
-};
-
 /* The wires the suite used: removed at exit even when a failed test left
  * a port open (a passing test leaves none). */
 #define WIRES_MAX 24
@@ -294,46 +287,6 @@ static struct qps_ctx *ud_ctx(const char *wire, const char *ip)
 	return ud_ctx_opts(wire, ip, 0, 0);
 }
 
-static struct qps_ep *mkep(struct qps_ctx *ctx, const char *ip,
-			   unsigned short port, int reuse)
-{
-	struct qps_ep *ep = NULL;
-	struct sockaddr_in sin = t_sin(ip, port);
-
-	EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
-	EQ(qps_set_nonblock(ep, 1), 0);
-	if (reuse)
-		EQ(qps_setopt(ep, QPS_OPT_REUSEADDR, &reuse, sizeof(reuse)),
-		   0);
-	EQ_FATAL(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	return ep;
-}
-
-static struct qps_mreq mreq(const char *group, const char *source)
-{
-	struct qps_mreq m;
-
-	memset(&m, 0, sizeof(m));
-	m.group.s_addr = t_ip4(group);
-	if (source)
-		m.source.s_addr = t_ip4(source);
-	return m;
-}
-
-static int join(struct qps_ep *ep, const char *group, const char *source)
-{
-	struct qps_mreq m = mreq(group, source);
-
-	return qps_join(ep, &m, sizeof(m));
-}
-
-static int leave(struct qps_ep *ep, const char *group, const char *source)
-{
-	struct qps_mreq m = mreq(group, source);
-
-	return qps_leave(ep, &m, sizeof(m));
-}
-
 static void peer_set(struct qps_ctx *ctx, struct qps_ctx *peer)
 {
 	struct qps_ud_addr a;
@@ -342,97 +295,25 @@ static void peer_set(struct qps_ctx *ctx, struct qps_ctx *peer)
 	EQ_FATAL(qps_ud_peer_set(ctx, &a), 0);
 }
 
-/* Send @n datagrams (tag, first..) to @ip:@port; MORE on all but the
- * last, so a burst rings once. */
-static void send_seq(struct qps_ep *tx, const char *ip, unsigned short port,
-		     uint32_t tag, uint32_t first, uint32_t n)
+/* A wire for @tag with UD contexts on IP_A (@a) and IP_B (@b). */
+static void ud_pair(const char *tag, struct qps_ctx **a, struct qps_ctx **b)
 {
-	struct sockaddr_in d = t_sin(ip, port);
-	struct pkt p = { .tag = tag };
-	uint32_t i;
-	ssize_t r;
+	char wire[64];
 
-	for (i = 0; i < n; i++) {
-		int fl = i + 1 < n ? QPS_MSG_MORE : 0;
-
-		p.seq = first + i;
-		while ((r = qps_sendto(tx, &p, sizeof(p), fl,
-				       (struct sockaddr *)&d,
-				       sizeof(d))) == -EAGAIN)
-			qps_ctx_progress(tx->ctx);
-		EQ(r, sizeof(p));
-	}
+	ud_wire(wire, sizeof(wire), tag);
+	*a = ud_ctx(wire, IP_A);
+	*b = ud_ctx(wire, IP_B);
 }
 
-static int wait_stats(struct qps_ctx *ctx, uint64_t want, size_t off)
+/* ud_pair, A's sender on IP_A:PORT_TX (@ea), B's receiver on IP_B:PORT_RX
+ * (@eb), and A knowing B's QPN. */
+static void ud_link(const char *tag, struct qps_ctx **a, struct qps_ctx **b,
+		    struct qps_ep **ea, struct qps_ep **eb)
 {
-	int64_t end = (int64_t)t_now_ms() + T_WAIT_MS;
-	struct qps_stats st;
-	uint64_t v;
-
-	for (;;) {
-		qps_ctx_progress(ctx);
-		st = t_ctx_stats(ctx);
-		memcpy(&v, (char *)&st + off, sizeof(v));
-		if (v >= want)
-			return 0;
-		if ((int64_t)t_now_ms() > end)
-			return -ETIMEDOUT;
-		usleep(200);
-	}
-}
-
-#define WAIT_STAT(ctx, field, want) \
-	EQ(wait_stats((ctx), (want), offsetof(struct qps_stats, field)), 0)
-
-/* Receive what is queued on @ep: each seq < @n of @tag must come once;
- * returns the number received. */
-static int drain(struct qps_ep *ep, uint32_t tag, uint8_t *seen, uint32_t n)
-{
-	struct pkt p;
-	int got = 0;
-	ssize_t r;
-
-	while ((r = qps_recv(ep, &p, sizeof(p), QPS_MSG_DONTWAIT)) >= 0) {
-		EQ(r, sizeof(p));
-		got++;
-		if (p.tag != tag || p.seq >= n) {
-			CU_FAIL("datagram from an unexpected sender");
-			continue;
-		}
-		seen[p.seq]++;
-	}
-	EQ(r, -EAGAIN);
-	return got;
-}
-
-static void all_once(const uint8_t *seen, uint32_t n)
-{
-	uint32_t i, bad = 0;
-
-	for (i = 0; i < n; i++)
-		bad += seen[i] != 1;
-	EQ(bad, 0);
-}
-
-/* Every receive buffer is back with the device. */
-static void all_buffers_home(struct qps_ctx *ctx)
-{
-	uint32_t i, held = 0;
-
-	pthread_mutex_lock(&ctx->rx_lock);
-	for (i = 0; i < ctx->rx_depth; i++)
-		held += ctx->rx_ref[i] != 0;
-	pthread_mutex_unlock(&ctx->rx_lock);
-	EQ(held, 0);
-}
-
-/* Each valid datagram counted in exactly one demux path. */
-static void partition_holds(const struct qps_stats *st)
-{
-	EQ(st->rx_bad[QPS_RX_OK],
-	   st->rx_demux_early + st->rx_demux_fanout + st->rx_demux_connected +
-	   st->rx_demux_bound + st->rx_no_endpoint);
+	ud_pair(tag, a, b);
+	*ea = t_mkep(*a, IP_A, PORT_TX, 0);
+	*eb = t_mkep(*b, IP_B, PORT_RX, 0);
+	peer_set(*a, *b);
 }
 
 /* ------------------------------------------------------------------ */
@@ -442,7 +323,7 @@ static void partition_holds(const struct qps_stats *st)
  * datagram and answers without being told. */
 static void test_unicast_learn(void)
 {
-	char wire[64], buf[64];
+	char buf[64];
 	struct qps_ctx *a, *b;
 	struct qps_ep *ea, *eb;
 	struct sockaddr_in src, dst;
@@ -453,11 +334,9 @@ static void test_unicast_learn(void)
 	int i;
 
 	t_suite_begin();
-	ud_wire(wire, sizeof(wire), "ud-uc");
-	a = ud_ctx(wire, IP_A);
-	b = ud_ctx(wire, IP_B);
-	ea = mkep(a, IP_A, PORT_TX, 0);
-	eb = mkep(b, IP_B, PORT_RX, 0);
+	ud_pair("ud-uc", &a, &b);
+	ea = t_mkep(a, IP_A, PORT_TX, 0);
+	eb = t_mkep(b, IP_B, PORT_RX, 0);
 	EQ(qps_ud_local(a, &la), 0);
 	EQ(qps_ud_local(b, &lb), 0);
 	EQ(la.addr.s_addr, t_ip4(IP_A));
@@ -478,7 +357,7 @@ static void test_unicast_learn(void)
 			      (struct sockaddr *)&dst, sizeof(dst)),
 		   (ssize_t)strlen(buf));
 	}
-	WAIT_STAT(b, rx_packets, 10);
+	T_WAIT_STAT(b, rx_packets, 10);
 	for (i = 0; i < 10; i++) {
 		char want[64];
 
@@ -502,7 +381,7 @@ static void test_unicast_learn(void)
 	dst = t_sin(IP_A, PORT_TX);
 	EQ(qps_sendto(eb, "pong", 4, 0, (struct sockaddr *)&dst, sizeof(dst)),
 	   4);
-	WAIT_STAT(a, rx_packets, 1);
+	T_WAIT_STAT(a, rx_packets, 1);
 	sl = sizeof(src);
 	EQ(qps_recvfrom(ea, buf, sizeof(buf), 0, (struct sockaddr *)&src,
 			&sl), 4);
@@ -510,8 +389,8 @@ static void test_unicast_learn(void)
 	EQ(src.sin_addr.s_addr, t_ip4(IP_B));
 	EQ(ntohs(src.sin_port), PORT_RX);
 
-	WAIT_STAT(a, tx_packets, 10);
-	WAIT_STAT(b, tx_packets, 1);
+	T_WAIT_STAT(a, tx_packets, 10);
+	T_WAIT_STAT(b, tx_packets, 1);
 	sa = t_ctx_stats(a);
 	sb = t_ctx_stats(b);
 	/* A's entry was set, and the datagram agreed with it. */
@@ -521,9 +400,9 @@ static void test_unicast_learn(void)
 	EQ(sa.ud_ah_created, 1);
 	EQ(sb.ud_ah_created, 1);
 	EQ(sa.ud_ah_live, 1);
-	partition_holds(&sb);
-	all_buffers_home(a);
-	all_buffers_home(b);
+	t_partition_holds(&sb);
+	t_all_buffers_home(a);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -539,7 +418,7 @@ static void test_send_qps(void)
 	struct qps_ud_addr la;
 	struct sockaddr_in d, src;
 	socklen_t sl;
-	struct pkt p;
+	struct t_pkt p;
 	uint32_t i, used = 0;
 
 	t_suite_begin();
@@ -547,18 +426,18 @@ static void test_send_qps(void)
 	a = ud_ctx_opts(wire, IP_A, 0, 4);
 	b = ud_ctx(wire, IP_B);
 	EQ_FATAL(a->nsq, 4);
-	eb = mkep(b, IP_B, PORT_RX, 0);
+	eb = t_mkep(b, IP_B, PORT_RX, 0);
 	peer_set(a, b);
 	EQ(qps_ud_local(a, &la), 0);
 	d = t_sin(IP_B, PORT_RX);
 	for (i = 0; i < MQ_PORTS; i++) {
-		ea[i] = mkep(a, IP_A, (unsigned short)(PORT_TX + i), 0);
+		ea[i] = t_mkep(a, IP_A, (unsigned short)(PORT_TX + i), 0);
 		p.tag = 2;
 		p.seq = i;
 		EQ(qps_sendto(ea[i], &p, sizeof(p), 0, (struct sockaddr *)&d,
 			      sizeof(d)), sizeof(p));
 	}
-	WAIT_STAT(a, tx_packets, MQ_PORTS);
+	T_WAIT_STAT(a, tx_packets, MQ_PORTS);
 	for (i = 0; i < a->nsq; i++) {
 		pthread_mutex_lock(&a->sq[i].lock);
 		used += a->sq[i].st.packets != 0;
@@ -566,7 +445,7 @@ static void test_send_qps(void)
 	}
 	/* Eight flows hashed over four QPs land on more than one. */
 	T_GE(used, 2);
-	WAIT_STAT(b, rx_packets, MQ_PORTS);
+	T_WAIT_STAT(b, rx_packets, MQ_PORTS);
 	EQ(t_ctx_stats(b).ud_peers_learned, 1);
 
 	/* B answers each request where it came from. */
@@ -578,7 +457,7 @@ static void test_send_qps(void)
 		EQ(qps_sendto(eb, &p, sizeof(p), 0, (struct sockaddr *)&src,
 			      sizeof(src)), sizeof(p));
 	}
-	WAIT_STAT(a, rx_packets, MQ_PORTS);
+	T_WAIT_STAT(a, rx_packets, MQ_PORTS);
 	for (i = 0; i < MQ_PORTS; i++) {
 		memset(&p, 0xff, sizeof(p));
 		EQ(qps_recv(ea[i], &p, sizeof(p), 0), sizeof(p));
@@ -586,8 +465,8 @@ static void test_send_qps(void)
 	}
 	EQ(t_ctx_stats(b).ud_peers_learned, 1);
 	EQ(t_ctx_stats(b).ud_ah_created, 1);
-	all_buffers_home(a);
-	all_buffers_home(b);
+	t_all_buffers_home(a);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -598,22 +477,16 @@ static void test_send_qps(void)
 
 static void test_burst(void)
 {
-	char wire[64];
 	struct qps_ctx *a, *b;
 	struct qps_ep *ea, *eb;
 	struct qps_stats sa, sb;
 	struct sockaddr_in d;
 	static uint8_t seen[BURST_N];
-	struct pkt p = { .tag = 5 };
+	struct t_pkt p = { .tag = 5 };
 	uint32_t i, got = 0;
 
 	t_suite_begin();
-	ud_wire(wire, sizeof(wire), "ud-burst");
-	a = ud_ctx(wire, IP_A);
-	b = ud_ctx(wire, IP_B);
-	ea = mkep(a, IP_A, PORT_TX, 0);
-	eb = mkep(b, IP_B, PORT_RX, 0);
-	peer_set(a, b);
+	ud_link("ud-burst", &a, &b, &ea, &eb);
 	d = t_sin(IP_B, PORT_RX);
 	memset(seen, 0, sizeof(seen));
 	for (i = 0; i < BURST_N; i++) {
@@ -628,13 +501,13 @@ static void test_burst(void)
 		if ((i + 1) % BURST_CHUNK)
 			continue;
 		T_GE(qps_flush(ea), 0);
-		WAIT_STAT(b, rx_packets, i + 1);
-		got += (uint32_t)drain(eb, 5, seen, BURST_N);
+		T_WAIT_STAT(b, rx_packets, i + 1);
+		got += (uint32_t)t_drain(eb, 5, seen, BURST_N);
 	}
 	EQ(got, BURST_N);
-	all_once(seen, BURST_N);
+	t_all_once(seen, BURST_N);
 	/* Let the last send completions come back. */
-	WAIT_STAT(a, tx_packets, BURST_N);
+	T_WAIT_STAT(a, tx_packets, BURST_N);
 
 	sa = t_ctx_stats(a);
 	sb = t_ctx_stats(b);
@@ -650,8 +523,8 @@ static void test_burst(void)
 	EQ(sa.ud_ah_created + sa.ud_ah_reused, BURST_N);
 	/* Bursts ring less than once per datagram. */
 	T_LE(sa.tx_doorbells, BURST_N / 2);
-	partition_holds(&sb);
-	all_buffers_home(b);
+	t_partition_holds(&sb);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -659,7 +532,6 @@ static void test_burst(void)
  * refused before anything is posted. */
 static void test_max_payload(void)
 {
-	char wire[64];
 	struct qps_ctx *a, *b;
 	struct qps_ep *ea, *eb;
 	struct qps_ctx_info ia, ib;
@@ -668,9 +540,7 @@ static void test_max_payload(void)
 	uint32_t i, max;
 
 	t_suite_begin();
-	ud_wire(wire, sizeof(wire), "ud-max");
-	a = ud_ctx(wire, IP_A);
-	b = ud_ctx(wire, IP_B);
+	ud_pair("ud-max", &a, &b);
 	EQ_FATAL(qps_ctx_query(a, &ia), 0);
 	EQ_FATAL(qps_ctx_query(b, &ib), 0);
 	max = ia.max_payload;
@@ -679,8 +549,8 @@ static void test_max_payload(void)
 	T_GE(max + QPS_UD_HDR_LEN, 256);
 	EQ((max + QPS_UD_HDR_LEN) & (max + QPS_UD_HDR_LEN - 1), 0);
 	T_LE(max, ia.mtu);
-	ea = mkep(a, IP_A, PORT_TX, 0);
-	eb = mkep(b, IP_B, PORT_RX, 0);
+	ea = t_mkep(a, IP_A, PORT_TX, 0);
+	eb = t_mkep(b, IP_B, PORT_RX, 0);
 	peer_set(a, b);
 	tx = malloc(max + 1);
 	rx = malloc(max + 1);
@@ -693,38 +563,31 @@ static void test_max_payload(void)
 	EQ(qps_sendto(ea, tx, max, 0, (struct sockaddr *)&d, sizeof(d)),
 	   max);
 	EQ(qps_sendto(ea, tx, 0, 0, (struct sockaddr *)&d, sizeof(d)), 0);
-	WAIT_STAT(b, rx_packets, 2);
+	T_WAIT_STAT(b, rx_packets, 2);
 	memset(rx, 0, max + 1);
 	EQ(qps_recv(eb, rx, max + 1, 0), max);
 	CU_ASSERT(!memcmp(rx, tx, max));
 	EQ(qps_recv(eb, rx, max + 1, 0), 0);
-	WAIT_STAT(a, tx_packets, 2);
+	T_WAIT_STAT(a, tx_packets, 2);
 	EQ(t_ctx_stats(a).tx_errors, 0);
 	free(tx);
 	free(rx);
-	all_buffers_home(b);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
 /* qps_sendmmsg, and a connected pair with send/recv. */
 static void test_mmsg_connect(void)
 {
-	char wire[64];
 	struct qps_ctx *a, *b;
 	struct qps_ep *ea, *eb, *ec;
 	struct qps_msg m[16];
-	struct pkt p[16], q;
+	struct t_pkt p[16], q;
 	struct sockaddr_in d, s;
-	uint8_t seen[16];
 	int i;
 
 	t_suite_begin();
-	ud_wire(wire, sizeof(wire), "ud-mmsg");
-	a = ud_ctx(wire, IP_A);
-	b = ud_ctx(wire, IP_B);
-	ea = mkep(a, IP_A, PORT_TX, 0);
-	eb = mkep(b, IP_B, PORT_RX, 0);
-	peer_set(a, b);
+	ud_link("ud-mmsg", &a, &b, &ea, &eb);
 	d = t_sin(IP_B, PORT_RX);
 	memset(m, 0, sizeof(m));
 	for (i = 0; i < 16; i++) {
@@ -739,10 +602,8 @@ static void test_mmsg_connect(void)
 	EQ(qps_sendmmsg(ea, m, 16, 0), 16);
 	for (i = 0; i < 16; i++)
 		EQ(m[i].result, sizeof(p[i]));
-	WAIT_STAT(b, rx_packets, 16);
-	memset(seen, 0, sizeof(seen));
-	EQ(drain(eb, 9, seen, 16), 16);
-	all_once(seen, 16);
+	T_WAIT_STAT(b, rx_packets, 16);
+	t_drain_all_once(eb, 9, 16);
 
 	/* A batch to a peer with no QPN stops at its first message. */
 	s = t_sin(IP_C, PORT_RX);
@@ -758,24 +619,24 @@ static void test_mmsg_connect(void)
 	q.tag = 1;
 	q.seq = 42;
 	EQ(qps_send(ea, &q, sizeof(q), 0), sizeof(q));
-	WAIT_STAT(b, rx_packets, 17);
+	T_WAIT_STAT(b, rx_packets, 17);
 	memset(&q, 0, sizeof(q));
 	EQ(qps_recv(eb, &q, sizeof(q), 0), sizeof(q));
 	EQ(q.seq, 42);
 	q.seq = 43;
 	EQ(qps_send(eb, &q, sizeof(q), 0), sizeof(q));
-	WAIT_STAT(a, rx_packets, 1);
+	T_WAIT_STAT(a, rx_packets, 1);
 	memset(&q, 0, sizeof(q));
 	EQ(qps_recv(ea, &q, sizeof(q), 0), sizeof(q));
 	EQ(q.seq, 43);
 	EQ(t_ctx_stats(b).rx_demux_connected, 1);
 
 	/* Connecting to an address with no QPN known fails up front. */
-	ec = mkep(a, IP_A, PORT_TX + 1, 0);
+	ec = t_mkep(a, IP_A, PORT_TX + 1, 0);
 	s = t_sin(IP_D, PORT_RX);
 	EQ(qps_connect(ec, (struct sockaddr *)&s, sizeof(s)), -EHOSTUNREACH);
-	all_buffers_home(a);
-	all_buffers_home(b);
+	t_all_buffers_home(a);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -799,26 +660,22 @@ static void test_mcast(void)
 	a = ud_ctx(wire, IP_A);
 	b = ud_ctx(wire, IP_B);
 	c = ud_ctx(wire, IP_C);
-	ma = mkep(a, "0.0.0.0", PORT_RX, 1);
-	ma2 = mkep(a, "0.0.0.0", PORT_RX + 1, 1);
-	mb = mkep(b, "0.0.0.0", PORT_RX, 1);
-	nc = mkep(c, "0.0.0.0", PORT_RX, 1);
-	tc = mkep(c, IP_C, PORT_TX, 0);
-	EQ(join(ma, GRP1, NULL), 0);
-	EQ(join(mb, GRP1, NULL), 0);
+	ma = t_mkep(a, "0.0.0.0", PORT_RX, 1);
+	ma2 = t_mkep(a, "0.0.0.0", PORT_RX + 1, 1);
+	mb = t_mkep(b, "0.0.0.0", PORT_RX, 1);
+	nc = t_mkep(c, "0.0.0.0", PORT_RX, 1);
+	tc = t_mkep(c, IP_C, PORT_TX, 0);
+	EQ(t_join(ma, GRP1, NULL), 0);
+	EQ(t_join(mb, GRP1, NULL), 0);
 
 	/* No peer table entry is needed for a group. */
-	send_seq(tc, GRP1, PORT_RX, 3, 0, MC_N);
-	WAIT_STAT(a, rx_packets, MC_N);
-	WAIT_STAT(b, rx_packets, MC_N);
+	t_send_seq(tc, GRP1, PORT_RX, 3, 0, MC_N, 1);
+	T_WAIT_STAT(a, rx_packets, MC_N);
+	T_WAIT_STAT(b, rx_packets, MC_N);
+	t_drain_all_once(ma, 3, MC_N);
+	t_drain_all_once(mb, 3, MC_N);
 	memset(seen, 0, sizeof(seen));
-	EQ(drain(ma, 3, seen, MC_N), MC_N);
-	all_once(seen, MC_N);
-	memset(seen, 0, sizeof(seen));
-	EQ(drain(mb, 3, seen, MC_N), MC_N);
-	all_once(seen, MC_N);
-	memset(seen, 0, sizeof(seen));
-	EQ(drain(nc, 3, seen, MC_N), 0);
+	EQ(t_drain(nc, 3, seen, MC_N), 0);
 	sc = t_ctx_stats(c);
 	EQ(sc.rx_bad[QPS_RX_OK], 0);
 	EQ(sc.ud_ah_created, 1);
@@ -828,63 +685,50 @@ static void test_mcast(void)
 
 	/* A second port on the same group: no second attachment; the
 	 * other port's endpoint gets nothing of the first port's. */
-	EQ(join(ma2, GRP1, NULL), 0);
+	EQ(t_join(ma2, GRP1, NULL), 0);
 	sa = t_ctx_stats(a);
 	EQ(sa.mc_rules, 1);
 	EQ(sa.mc_rules_created, 1);
 	EQ(sa.mc_rule_refs, 2);
-	send_seq(tc, GRP1, PORT_RX + 1, 4, 0, MC_N);
-	WAIT_STAT(a, rx_packets, 2 * MC_N);
-	memset(seen, 0, sizeof(seen));
-	EQ(drain(ma2, 4, seen, MC_N), MC_N);
-	all_once(seen, MC_N);
-	EQ(drain(ma, 4, seen, MC_N), 0);
+	t_send_seq(tc, GRP1, PORT_RX + 1, 4, 0, MC_N, 1);
+	T_WAIT_STAT(a, rx_packets, 2 * MC_N);
+	t_drain_all_once(ma2, 4, MC_N);
+	EQ(t_drain(ma, 4, seen, MC_N), 0);
 	/* B is attached to the group: the other port reaches its QP and
 	 * nobody there. */
-	WAIT_STAT(b, rx_no_endpoint, MC_N);
+	T_WAIT_STAT(b, rx_no_endpoint, MC_N);
 
 	/* B leaves: its QP leaves the group, nothing more arrives. */
-	EQ(leave(mb, GRP1, NULL), 0);
+	EQ(t_leave(mb, GRP1, NULL), 0);
 	sb = t_ctx_stats(b);
 	EQ(sb.mc_rules, 0);
 	EQ(sb.mc_rules_created, 1);
 	EQ(sb.mc_rule_refs, 0);
-	send_seq(tc, GRP1, PORT_RX, 3, MC_N, MC_N);
-	WAIT_STAT(a, rx_packets, 3 * MC_N);
+	t_send_seq(tc, GRP1, PORT_RX, 3, MC_N, MC_N, 1);
+	T_WAIT_STAT(a, rx_packets, 3 * MC_N);
 	memset(seen2, 0, sizeof(seen2));
-	EQ(drain(ma, 3, seen2, 2 * MC_N), MC_N);
-	all_once(seen2 + MC_N, MC_N);
+	EQ(t_drain(ma, 3, seen2, 2 * MC_N), MC_N);
+	t_all_once(seen2 + MC_N, MC_N);
 	t_sleep_ms(50);
 	qps_ctx_progress(b);
 	EQ(t_ctx_stats(b).rx_bad[QPS_RX_OK], sb.rx_bad[QPS_RX_OK]);
-	EQ(drain(mb, 3, seen, MC_N), 0);
+	EQ(t_drain(mb, 3, seen, MC_N), 0);
 
 	/* A's last leave of the group detaches it. */
-	EQ(leave(ma, GRP1, NULL), 0);
+	EQ(t_leave(ma, GRP1, NULL), 0);
 	EQ(t_ctx_stats(a).mc_rules, 1);
-	EQ(leave(ma2, GRP1, NULL), 0);
+	EQ(t_leave(ma2, GRP1, NULL), 0);
 	sa = t_ctx_stats(a);
 	EQ(sa.mc_rules, 0);
 	EQ(sa.mc_rule_refs, 0);
 	EQ(sa.mc_joins, 2);
 	EQ(sa.mc_leaves, 2);
-	partition_holds(&sa);
+	t_partition_holds(&sa);
 	sb = t_ctx_stats(b);
-	partition_holds(&sb);
-	all_buffers_home(a);
-	all_buffers_home(b);
+	t_partition_holds(&sb);
+	t_all_buffers_home(a);
+	t_all_buffers_home(b);
 	t_suite_end();
-}
-
-/* emu: the references on the port's multicast MAC filter. */
-static uint32_t emu_mac_refs(struct qps_ctx *ctx)
-{
-	struct qps_emu_dev *dev = qps_emu_dev(ctx->dev);
-	uint32_t i, n = 0;
-
-	for (i = 0; i < QPS_EMU_MAX_MC; i++)
-		n += dev->sp->mc[i].refcnt;
-	return n;
 }
 
 /*
@@ -907,11 +751,11 @@ static void test_mcast_full(void)
 	t_suite_begin();
 	ud_wire(wire, sizeof(wire), "ud-full");
 	a = ud_ctx(wire, IP_A);
-	ep = mkep(a, "0.0.0.0", PORT_RX, 1);
+	ep = t_mkep(a, "0.0.0.0", PORT_RX, 1);
 	for (i = 0; i < FULL_MAX; i++) {
 		snprintf(g, sizeof(g), "%d.%d.1.%d", 224 + i % 16,
 			 i / 16 % 2 ? 129 : 1, 1 + i / 32);
-		ret = join(ep, g, NULL);
+		ret = t_join(ep, g, NULL);
 		if (ret < 0)
 			break;
 		n++;
@@ -928,16 +772,16 @@ static void test_mcast_full(void)
 	/* Per group: the join's own membership, the attachment's, and the
 	 * one emu's attach_mcast takes: the failed join undid all of its. */
 	if (emu)
-		EQ(emu_mac_refs(a), 3 * n);
+		EQ(t_emu_mac_refs(a), 3 * n);
 	EQ(qps_ep_close(ep), 0);
 	st = t_ctx_stats(a);
 	EQ(st.mc_rules, 0);
 	EQ(st.mc_rule_refs, 0);
 	if (emu)
-		EQ(emu_mac_refs(a), 0);
+		EQ(t_emu_mac_refs(a), 0);
 	/* Room again. */
-	ep = mkep(a, "0.0.0.0", PORT_RX, 1);
-	EQ(join(ep, g, NULL), 0);
+	ep = t_mkep(a, "0.0.0.0", PORT_RX, 1);
+	EQ(t_join(ep, g, NULL), 0);
 	EQ(t_ctx_stats(a).mc_rules, 1);
 	t_suite_end();
 }
@@ -946,30 +790,22 @@ static void test_mcast_full(void)
  * raw path (the device loops group traffic back to attached QPs). */
 static void test_mcast_self(void)
 {
-	char wire[64];
 	struct qps_ctx *a, *b;
 	struct qps_ep *ma, *ta, *mb;
-	uint8_t seen[MC_N];
 
 	t_suite_begin();
-	ud_wire(wire, sizeof(wire), "ud-mcself");
-	a = ud_ctx(wire, IP_A);
-	b = ud_ctx(wire, IP_B);
-	ma = mkep(a, "0.0.0.0", PORT_RX, 1);
-	ta = mkep(a, IP_A, PORT_TX, 0);
-	mb = mkep(b, "0.0.0.0", PORT_RX, 1);
-	EQ(join(ma, GRP2, NULL), 0);
-	EQ(join(mb, GRP2, NULL), 0);
-	send_seq(ta, GRP2, PORT_RX, 1, 0, MC_N);
-	WAIT_STAT(b, rx_packets, MC_N);
-	WAIT_STAT(a, rx_packets, MC_N);
-	memset(seen, 0, sizeof(seen));
-	EQ(drain(mb, 1, seen, MC_N), MC_N);
-	all_once(seen, MC_N);
-	memset(seen, 0, sizeof(seen));
-	EQ(drain(ma, 1, seen, MC_N), MC_N);
-	all_once(seen, MC_N);
-	all_buffers_home(a);
+	ud_pair("ud-mcself", &a, &b);
+	ma = t_mkep(a, "0.0.0.0", PORT_RX, 1);
+	ta = t_mkep(a, IP_A, PORT_TX, 0);
+	mb = t_mkep(b, "0.0.0.0", PORT_RX, 1);
+	EQ(t_join(ma, GRP2, NULL), 0);
+	EQ(t_join(mb, GRP2, NULL), 0);
+	t_send_seq(ta, GRP2, PORT_RX, 1, 0, MC_N, 1);
+	T_WAIT_STAT(b, rx_packets, MC_N);
+	T_WAIT_STAT(a, rx_packets, MC_N);
+	t_drain_all_once(mb, 1, MC_N);
+	t_drain_all_once(ma, 1, MC_N);
+	t_all_buffers_home(a);
 	t_suite_end();
 }
 
@@ -979,58 +815,37 @@ static void test_mcast_ssm(void)
 	char wire[64];
 	struct qps_ctx *a, *b, *c;
 	struct qps_ep *ta, *tc, *ssm, *asm_ep;
-	uint8_t sa[MC_N], sc[MC_N];
 	struct qps_stats st;
-	struct pkt p;
-	int got_a = 0, got_c = 0;
 
 	t_suite_begin();
 	ud_wire(wire, sizeof(wire), "ud-ssm");
 	a = ud_ctx(wire, IP_A);
 	b = ud_ctx(wire, IP_B);
 	c = ud_ctx(wire, IP_C);
-	ta = mkep(a, IP_A, PORT_TX, 0);
-	tc = mkep(c, IP_C, PORT_TX, 0);
-	ssm = mkep(b, "0.0.0.0", PORT_RX, 1);
-	asm_ep = mkep(b, "0.0.0.0", PORT_RX, 1);
-	EQ(join(ssm, GRP1, IP_A), 0);
-	send_seq(ta, GRP1, PORT_RX, 1, 0, MC_N);
-	send_seq(tc, GRP1, PORT_RX, 3, 0, MC_N);
-	WAIT_STAT(b, rx_bad[QPS_RX_OK], 2 * MC_N);
-	memset(sa, 0, sizeof(sa));
-	EQ(drain(ssm, 1, sa, MC_N), MC_N);
-	all_once(sa, MC_N);
+	ta = t_mkep(a, IP_A, PORT_TX, 0);
+	tc = t_mkep(c, IP_C, PORT_TX, 0);
+	ssm = t_mkep(b, "0.0.0.0", PORT_RX, 1);
+	asm_ep = t_mkep(b, "0.0.0.0", PORT_RX, 1);
+	EQ(t_join(ssm, GRP1, IP_A), 0);
+	t_send_seq(ta, GRP1, PORT_RX, 1, 0, MC_N, 1);
+	t_send_seq(tc, GRP1, PORT_RX, 3, 0, MC_N, 1);
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], 2 * MC_N);
+	t_drain_all_once(ssm, 1, MC_N);
 	st = t_ctx_stats(b);
 	EQ(st.rx_mc_filtered, MC_N);
 	EQ(st.rx_no_endpoint, MC_N);
 
-	EQ(join(asm_ep, GRP1, NULL), 0);
+	EQ(t_join(asm_ep, GRP1, NULL), 0);
 	EQ(t_ctx_stats(b).mc_rules, 1);
-	send_seq(ta, GRP1, PORT_RX, 1, 0, MC_N);
-	send_seq(tc, GRP1, PORT_RX, 3, 0, MC_N);
-	WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * MC_N);
-	memset(sa, 0, sizeof(sa));
-	EQ(drain(ssm, 1, sa, MC_N), MC_N);
-	all_once(sa, MC_N);
-	memset(sa, 0, sizeof(sa));
-	memset(sc, 0, sizeof(sc));
-	while (qps_recv(asm_ep, &p, sizeof(p), 0) > 0) {
-		if (p.tag == 1 && p.seq < MC_N) {
-			sa[p.seq]++;
-			got_a++;
-		} else if (p.tag == 3 && p.seq < MC_N) {
-			sc[p.seq]++;
-			got_c++;
-		}
-	}
-	EQ(got_a, MC_N);
-	EQ(got_c, MC_N);
-	all_once(sa, MC_N);
-	all_once(sc, MC_N);
+	t_send_seq(ta, GRP1, PORT_RX, 1, 0, MC_N, 1);
+	t_send_seq(tc, GRP1, PORT_RX, 3, 0, MC_N, 1);
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * MC_N);
+	t_drain_all_once(ssm, 1, MC_N);
+	t_drain_two_once(asm_ep, 1, 3, MC_N);
 	st = t_ctx_stats(b);
 	EQ(st.rx_mc_filtered, 2 * MC_N);
-	partition_holds(&st);
-	all_buffers_home(b);
+	t_partition_holds(&st);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -1038,28 +853,25 @@ static void test_mcast_ssm(void)
  * group for a group datagram. */
 static void test_pktinfo(void)
 {
-	char wire[64];
 	struct qps_ctx *a, *b;
 	struct qps_ep *ta, *u, *m;
 	struct qps_rxmsg msg;
-	struct pkt p;
+	struct t_pkt p;
 	int on = 1;
 
 	t_suite_begin();
-	ud_wire(wire, sizeof(wire), "ud-info");
-	a = ud_ctx(wire, IP_A);
-	b = ud_ctx(wire, IP_B);
-	ta = mkep(a, IP_A, PORT_TX, 0);
-	u = mkep(b, IP_B, PORT_RX, 0);
-	m = mkep(b, "0.0.0.0", PORT_RX + 2, 1);
+	ud_pair("ud-info", &a, &b);
+	ta = t_mkep(a, IP_A, PORT_TX, 0);
+	u = t_mkep(b, IP_B, PORT_RX, 0);
+	m = t_mkep(b, "0.0.0.0", PORT_RX + 2, 1);
 	EQ(qps_setopt(u, QPS_OPT_PKTINFO, &on, sizeof(on)), 0);
 	EQ(qps_setopt(m, QPS_OPT_PKTINFO, &on, sizeof(on)), 0);
-	EQ(join(m, GRP2, NULL), 0);
+	EQ(t_join(m, GRP2, NULL), 0);
 	peer_set(a, b);
 
-	send_seq(ta, IP_B, PORT_RX, 1, 0, 1);
-	send_seq(ta, GRP2, PORT_RX + 2, 1, 1, 1);
-	WAIT_STAT(b, rx_pktinfo, 2);
+	t_send_seq(ta, IP_B, PORT_RX, 1, 0, 1, 1);
+	t_send_seq(ta, GRP2, PORT_RX + 2, 1, 1, 1, 1);
+	T_WAIT_STAT(b, rx_pktinfo, 2);
 
 	memset(&msg, 0, sizeof(msg));
 	msg.buf = &p;
@@ -1083,7 +895,7 @@ static void test_pktinfo(void)
 	EQ(msg.dst.sin_addr.s_addr, t_ip4(GRP2));
 	EQ(ntohs(msg.dst.sin_port), PORT_RX + 2);
 	EQ(msg.src.sin_addr.s_addr, t_ip4(IP_A));
-	all_buffers_home(b);
+	t_all_buffers_home(b);
 	t_suite_end();
 }
 
@@ -1187,7 +999,7 @@ static uint32_t bare_valid(struct bare *n, uint32_t seq)
 		.sport = htons(PORT_TX), .dport = htons(PORT_RX),
 		.src_qpn = n->qp->qp_num,
 	};
-	struct pkt p = { .tag = 7, .seq = seq };
+	struct t_pkt p = { .tag = 7, .seq = seq };
 
 	memcpy(n->buf + QPS_UD_HDR_LEN, &p, sizeof(p));
 	return (uint32_t)qps_ud_hdr_build(n->buf, &h, sizeof(p));
@@ -1207,7 +1019,7 @@ static void test_malformed_e2e(void)
 	t_suite_begin();
 	ud_wire(wire, sizeof(wire), "ud-bad");
 	b = ud_ctx_opts(wire, IP_B, RX_SMALL, 0);
-	eb = mkep(b, IP_B, PORT_RX, 0);
+	eb = t_mkep(b, IP_B, PORT_RX, 0);
 	EQ_FATAL(qps_ud_local(b, &lb), 0);
 	bare_open(&n, wire, IP_D, t_ip4(IP_B));
 
@@ -1237,14 +1049,14 @@ static void test_malformed_e2e(void)
 		if (i % 8 == 7)
 			qps_ctx_progress(b);
 	}
-	WAIT_STAT(b, rx_ud_bad_hdr, bad);
+	T_WAIT_STAT(b, rx_ud_bad_hdr, bad);
 	st = t_ctx_stats(b);
 	EQ(st.rx_ud_bad_hdr, bad);
 	EQ(st.rx_ud_bad_grh, 0);
 	EQ(st.rx_bad[QPS_RX_OK], 0);
 	EQ(st.rx_packets, 0);
 	EQ(st.ud_peers_learned, 0);
-	all_buffers_home(b);
+	t_all_buffers_home(b);
 
 	/* Then valid ones, several times rx_depth, in batches the receive
 	 * queue holds. */
@@ -1253,17 +1065,17 @@ static void test_malformed_e2e(void)
 		bare_send(&n, lb.qpn, bare_valid(&n, i));
 		if (i % (RX_SMALL / 2) != RX_SMALL / 2 - 1)
 			continue;
-		WAIT_STAT(b, rx_packets, i + 1);
-		got += (uint32_t)drain(eb, 7, seen, nvalid);
+		T_WAIT_STAT(b, rx_packets, i + 1);
+		got += (uint32_t)t_drain(eb, 7, seen, nvalid);
 	}
 	EQ(got, nvalid);
-	all_once(seen, nvalid);
+	t_all_once(seen, nvalid);
 	st = t_ctx_stats(b);
 	EQ(st.rx_ud_bad_hdr, bad);
 	EQ(st.rx_packets, nvalid);
 	/* The bare QP's address was learned from its first valid one. */
 	EQ(st.ud_peers_learned, 1);
-	all_buffers_home(b);
+	t_all_buffers_home(b);
 	bare_close(&n);
 	t_suite_end();
 }

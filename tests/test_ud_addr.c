@@ -65,6 +65,18 @@ static void introduce(struct qps_ctx *ctx, struct qps_ctx *peer)
 	T_EQ_FATAL(qps_ud_peer_set(ctx, &ua), 0);
 }
 
+/* UD contexts on IP_A (@a) and IP_B (@b), A knowing B; A's sender on
+ * PORT_TX (@tx) and B's receiver on PORT_RX (@rb). */
+static void link_ab(struct qps_ctx **a, struct qps_ctx **b,
+		    struct qps_ep **tx, struct qps_ep **rb)
+{
+	*a = ud_ctx(IP_A, 1);
+	*b = ud_ctx(IP_B, 1);
+	introduce(*a, *b);
+	*tx = t_ep_bound(*a, "0.0.0.0", PORT_TX, WAIT_MS);
+	*rb = t_ep_bound(*b, "0.0.0.0", PORT_RX, WAIT_MS);
+}
+
 static ssize_t send_to(struct qps_ep *ep, const char *ip, unsigned short port,
 		       const void *buf, size_t len)
 {
@@ -82,6 +94,14 @@ static void recv_is(struct qps_ep *ep, const char *want)
 	T_EQ(n, (ssize_t)strlen(want));
 	if (n == (ssize_t)strlen(want))
 		CU_ASSERT(memcmp(buf, want, (size_t)n) == 0);
+}
+
+/* Send the string @msg from @tx to @ip:PORT_RX; @rx must receive it. */
+static void pass(struct qps_ep *tx, const char *ip, struct qps_ep *rx,
+		 const char *msg)
+{
+	T_EQ(send_to(tx, ip, PORT_RX, msg, strlen(msg)), (ssize_t)strlen(msg));
+	recv_is(rx, msg);
 }
 
 /* Progress @ctx until no send of it is in flight: every slot used so far
@@ -373,22 +393,18 @@ static void test_learn_vs_set(void)
 	introduce(a, b);
 	qps_ud_learn(a, t_ip4(IP_B), 0x777);
 	T_EQ(t_ctx_stats(a).ud_peers_learned, 0);
-	T_EQ(send_to(ea, IP_B, PORT_RX, "pinned", 6), 6);
-	recv_is(eb, "pinned");
+	pass(ea, IP_B, eb, "pinned");
 
 	/* C learns a wrong QPN for B first, then B's real one from B's
 	 * datagram: the learned entry follows, and C's reply arrives. */
 	qps_ud_learn(c, t_ip4(IP_B), 0x777);
 	T_EQ(t_ctx_stats(c).ud_peers_learned, 1);
 	introduce(b, c);
-	T_EQ(send_to(eb, IP_C, PORT_RX, "hello", 5), 5);
-	recv_is(ec, "hello");
+	pass(eb, IP_C, ec, "hello");
 	T_EQ(t_ctx_stats(c).ud_peers_learned, 2);
-	T_EQ(send_to(ec, IP_B, PORT_RX, "reply", 5), 5);
-	recv_is(eb, "reply");
+	pass(ec, IP_B, eb, "reply");
 	/* The steady state: more datagrams from B learn nothing new. */
-	T_EQ(send_to(eb, IP_C, PORT_RX, "again", 5), 5);
-	recv_is(ec, "again");
+	pass(eb, IP_C, ec, "again");
 	st = t_ctx_stats(c);
 	T_EQ(st.ud_peers_learned, 2);
 
@@ -400,11 +416,9 @@ static void test_learn_vs_set(void)
 	T_EQ(send_to(ea, IP_B, PORT_RX, "lost", 4), -EHOSTUNREACH);
 	T_EQ(t_ctx_stats(a).ud_tx_no_peer, 1);
 	introduce(b, a);
-	T_EQ(send_to(eb, IP_A, PORT_RX, "learn me", 8), 8);
-	recv_is(ea, "learn me");
+	pass(eb, IP_A, ea, "learn me");
 	T_EQ(t_ctx_stats(a).ud_peers_learned, 1);
-	T_EQ(send_to(ea, IP_B, PORT_RX, "back", 4), 4);
-	recv_is(eb, "back");
+	pass(ea, IP_B, eb, "back");
 	t_suite_end();
 }
 
@@ -436,9 +450,7 @@ static void test_ah_counts(void)
 
 	for (i = 0; i < N_SENDS; i++) {
 		snprintf(msg, sizeof(msg), "b%d", i);
-		T_EQ(send_to(tx, IP_B, PORT_RX, msg, strlen(msg)),
-		     (ssize_t)strlen(msg));
-		recv_is(rb, msg);
+		pass(tx, IP_B, rb, msg);
 	}
 	st = t_ctx_stats(a);
 	T_EQ(st.ud_ah_created, 1);
@@ -450,12 +462,8 @@ static void test_ah_counts(void)
 	 * per-queue cache holds both. */
 	for (i = 0; i < N_SENDS; i++) {
 		snprintf(msg, sizeof(msg), "c%d", i);
-		T_EQ(send_to(tx, IP_C, PORT_RX, msg, strlen(msg)),
-		     (ssize_t)strlen(msg));
-		recv_is(rc, msg);
-		T_EQ(send_to(tx, IP_B, PORT_RX, msg, strlen(msg)),
-		     (ssize_t)strlen(msg));
-		recv_is(rb, msg);
+		pass(tx, IP_C, rc, msg);
+		pass(tx, IP_B, rb, msg);
 	}
 	st = t_ctx_stats(a);
 	T_EQ(st.ud_ah_created, 2);
@@ -499,8 +507,7 @@ static void test_txqs_share(void)
 				   WAIT_MS);
 	for (k = 0; k < PER; k++)
 		for (i = 0; i < NEP; i++) {
-			T_EQ(send_to(tx[i], IP_B, PORT_RX, "q", 1), 1);
-			recv_is(rb, "q");
+			pass(tx[i], IP_B, rb, "q");
 		}
 	for (q = 0; q < a->nsq; q++) {
 		pthread_mutex_lock(&a->sq[q].lock);
@@ -529,28 +536,21 @@ static void test_route_change(void)
 	struct qps_stats st;
 
 	t_suite_begin();
-	a = ud_ctx(IP_A, 1);
-	b = ud_ctx(IP_B, 1);
-	introduce(a, b);
-	tx = t_ep_bound(a, "0.0.0.0", PORT_TX, WAIT_MS);
-	rb = t_ep_bound(b, "0.0.0.0", PORT_RX, WAIT_MS);
-	T_EQ(send_to(tx, IP_B, PORT_RX, "one", 3), 3);
-	recv_is(rb, "one");
+	link_ab(&a, &b, &tx, &rb);
+	pass(tx, IP_B, rb, "one");
 	drain_tx(a);
 	st = t_ctx_stats(a);
 	T_EQ(st.ud_ah_created, 1);
 	T_EQ(st.ud_ah_live, 1);
 
 	route_bump(a, IP_D);
-	T_EQ(send_to(tx, IP_B, PORT_RX, "two", 3), 3);
-	recv_is(rb, "two");
+	pass(tx, IP_B, rb, "two");
 	st = t_ctx_stats(a);
 	T_EQ(st.ud_ah_created, 2);
 	T_EQ(st.ud_ah_reused, 0);
 	/* The old AH went with the slot's and the cache's references. */
 	T_EQ(st.ud_ah_live, 1);
-	T_EQ(send_to(tx, IP_B, PORT_RX, "three", 5), 5);
-	recv_is(rb, "three");
+	pass(tx, IP_B, rb, "three");
 	st = t_ctx_stats(a);
 	T_EQ(st.ud_ah_created, 2);
 	T_EQ(st.ud_ah_reused, 1);
@@ -570,11 +570,7 @@ static void test_route_change_inflight(void)
 	int i, more = QPS_MSG_MORE;
 
 	t_suite_begin();
-	a = ud_ctx(IP_A, 1);
-	b = ud_ctx(IP_B, 1);
-	introduce(a, b);
-	tx = t_ep_bound(a, "0.0.0.0", PORT_TX, WAIT_MS);
-	rb = t_ep_bound(b, "0.0.0.0", PORT_RX, WAIT_MS);
+	link_ab(&a, &b, &tx, &rb);
 	/* Doorbell held back: the WRs wait in slots naming the first AH. */
 	for (i = 0; i < N; i++) {
 		struct sockaddr_in to = t_sin(IP_B, PORT_RX);
@@ -595,8 +591,7 @@ static void test_route_change_inflight(void)
 	drain_tx(a);
 	/* Write every slot once more: none names the old AH then. */
 	for (i = 0; i < (int)a->tx_depth; i++) {
-		T_EQ(send_to(tx, IP_B, PORT_RX, "z", 1), 1);
-		recv_is(rb, "z");
+		pass(tx, IP_B, rb, "z");
 	}
 	drain_tx(a);
 	st = t_ctx_stats(a);
@@ -691,8 +686,7 @@ static void test_no_peer(void)
 	T_EQ(qps_connect(ep, (struct sockaddr *)&to, sizeof(to)), 0);
 	T_EQ(qps_send(ep, "m1", 2, 0), 2);
 	recv_is(rb, "m1");
-	T_EQ(send_to(tx, GRP, PORT_RX, "m2", 2), 2);
-	recv_is(rb, "m2");
+	pass(tx, GRP, rb, "m2");
 	st = t_ctx_stats(a);
 	T_EQ(st.ud_tx_no_peer, 5);
 	T_EQ(st.ud_ah_created, 2);	/* B's, then the group's */

@@ -113,8 +113,8 @@ check_symbols() {
 	# Defined dynamic symbols other than the version node itself.
 	nm -D --defined-only "$lib" | awk '$2 != "A" { print $3 }' |
 		sort -u > "$tmp/lib.raw"
-	if grep -v '@@QPSOCK_0\.1$' "$tmp/lib.raw" > "$tmp/unversioned"; then
-		echo "symbols: exported outside QPSOCK_0.1:" >&2
+	if grep -vE '@@QPSOCK_0\.[0-9]+$' "$tmp/lib.raw" > "$tmp/unversioned"; then
+		echo "symbols: exported outside a QPSOCK_0.x version:" >&2
 		cat "$tmp/unversioned" >&2
 		return 1
 	fi

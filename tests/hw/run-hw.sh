@@ -15,8 +15,9 @@
 #                ports back to back, e.g. mlx4_0:2): the tools' servers
 #   -S ADDR      the servers' IPv4 address: on -D's netdev, or the peer
 #                host's (then start the servers there, see README.md)
-#   -s           set up the suites' addresses (198.18.0.1-3/15 and
-#                198.18.1.1-2) on -d's netdev for the run, removed at exit
+#   -s           set up the suites' addresses (198.18.0.1-4, .0.91-92 and
+#                198.18.1.1-4, /15) on -d's netdev for the run, removed at
+#                exit
 #   -n ITERS     iterations per tool run (default 100000)
 #   -q           quick: suites only, no tools
 #   -h           this text
@@ -106,8 +107,9 @@ state=$(ibv_devinfo -d "$ibname" -i "$port" | awk '/state:/ {print $2; exit}')
 	die "$ibname port $port is $state: cable it and bring $ndev up"
 
 if ((setup)); then
-	for a in 198.18.0.1/15 198.18.0.2/15 198.18.0.3/15 198.18.1.1/15 \
-		 198.18.1.2/15; do
+	for a in 198.18.0.1/15 198.18.0.2/15 198.18.0.3/15 198.18.0.4/15 \
+		 198.18.0.91/15 198.18.0.92/15 198.18.1.1/15 198.18.1.2/15 \
+		 198.18.1.3/15 198.18.1.4/15; do
 		if ip addr add "$a" dev "$ndev" 2>/dev/null; then
 			added_addrs+=("$a")
 		fi
@@ -161,7 +163,7 @@ say ""
 say "Suites (QPS_PROVIDER=verbs QPS_DEV=$dev; logs in $log):"
 say '```'
 for t in test_endpoint test_mcast test_doorbell test_prio_e2e test_txq_e2e \
-	 test_api; do
+	 test_api test_ud test_ud_addr test_qp_error; do
 	run_suite "$t"
 done
 say '```'
