@@ -33,17 +33,6 @@
 #define QPS_UDPOFF_LEN 4
 #define QPS_UDPOFF_CSUM 6
 
-static inline uint16_t get_be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static inline void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
 /*
  * The one's complement sum is the same whatever the byte order as long as
  * words are loaded and the result stored in the same (memory) order
@@ -109,7 +98,7 @@ static uint32_t udp_pseudo_sum(uint32_t saddr, uint32_t daddr,
 	memcpy(ph + 4, &daddr, 4);
 	ph[8] = 0;
 	ph[9] = QPS_IPPROTO_UDP;
-	put_be16(ph + 10, udp_len);
+	qps_be16_put(ph + 10, udp_len);
 	return qps_csum_partial(ph, sizeof(ph), 0);
 }
 
@@ -129,13 +118,13 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 
 	memcpy(eth, h->dst_mac, 6);
 	memcpy(eth + 6, h->src_mac, 6);
-	put_be16(eth + 12, QPS_ETH_P_IP);
+	qps_be16_put(eth + 12, QPS_ETH_P_IP);
 
 	ip[QPS_IPOFF_VHL] = 0x45;
 	ip[QPS_IPOFF_TOS] = h->tos;
-	put_be16(ip + QPS_IPOFF_TOTLEN, (uint16_t)(QPS_IP_HLEN + udp_len));
+	qps_be16_put(ip + QPS_IPOFF_TOTLEN, (uint16_t)(QPS_IP_HLEN + udp_len));
 	memcpy(ip + QPS_IPOFF_ID, &h->ip_id, 2);
-	put_be16(ip + QPS_IPOFF_FRAG, QPS_IP_DF);
+	qps_be16_put(ip + QPS_IPOFF_FRAG, QPS_IP_DF);
 	ip[QPS_IPOFF_TTL] = h->ttl ? h->ttl : QPS_IP_DEFAULT_TTL;
 	ip[QPS_IPOFF_PROTO] = QPS_IPPROTO_UDP;
 	memset(ip + QPS_IPOFF_CSUM, 0, 2);
@@ -146,7 +135,7 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 
 	memcpy(udp + QPS_UDPOFF_SPORT, &h->sport, 2);
 	memcpy(udp + QPS_UDPOFF_DPORT, &h->dport, 2);
-	put_be16(udp + QPS_UDPOFF_LEN, udp_len);
+	qps_be16_put(udp + QPS_UDPOFF_LEN, udp_len);
 	memset(udp + QPS_UDPOFF_CSUM, 0, 2);
 	sum = udp_pseudo_sum(h->saddr, h->daddr, udp_len);
 	csum = qps_csum_fold(qps_csum_partial(udp, udp_len, sum));
@@ -183,7 +172,7 @@ enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 
 	if (len < QPS_ETH_HLEN)
 		return QPS_RX_SHORT_ETH;
-	if (get_be16(eth + 12) != QPS_ETH_P_IP)
+	if (qps_be16_get(eth + 12) != QPS_ETH_P_IP)
 		return QPS_RX_NOT_IPV4;
 	ip = eth + QPS_ETH_HLEN;
 	len -= QPS_ETH_HLEN;
@@ -196,10 +185,10 @@ enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 		return QPS_RX_BAD_IHL;
 	if (qps_csum_fold(qps_csum_partial(ip, ihl, 0)) != 0)
 		return QPS_RX_BAD_IP_CSUM;
-	tot_len = get_be16(ip + QPS_IPOFF_TOTLEN);
+	tot_len = qps_be16_get(ip + QPS_IPOFF_TOTLEN);
 	if (tot_len < ihl || tot_len > len)
 		return QPS_RX_BAD_TOTLEN;
-	frag = get_be16(ip + QPS_IPOFF_FRAG);
+	frag = qps_be16_get(ip + QPS_IPOFF_FRAG);
 	if (frag & (QPS_IP_MF | QPS_IP_OFFMASK))
 		return QPS_RX_FRAGMENT;
 	if (bad_saddr(ip + QPS_IPOFF_SADDR))
@@ -210,7 +199,7 @@ enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 	udp = ip + ihl;
 	if (tot_len - ihl < QPS_UDP_HLEN)
 		return QPS_RX_SHORT_UDP;
-	udp_len = get_be16(udp + QPS_UDPOFF_LEN);
+	udp_len = qps_be16_get(udp + QPS_UDPOFF_LEN);
 	if (udp_len < QPS_UDP_HLEN || udp_len != tot_len - ihl)
 		return QPS_RX_BAD_UDP_LEN;
 	memcpy(&csum, udp + QPS_UDPOFF_CSUM, 2);

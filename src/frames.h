@@ -53,6 +53,18 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 				   struct qps_frame_info *info);
 
+/* Big-endian 16-bit fields at any alignment. */
+static inline uint16_t qps_be16_get(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static inline void qps_be16_put(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
 /* Internet checksum helpers (RFC 1071), host-independent: words are summed
  * in memory order and qps_csum_fold returns the complemented 16-bit value
  * to store as is (memcpy) in a header; over data that includes a correct

@@ -39,17 +39,6 @@
 #define GRH_V6_SGID 8
 #define GRH_V6_DGID 24
 
-static inline uint16_t get_be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static inline void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
 int qps_ud_hdr_build(void *buf, const struct qps_ud_hdr_info *h,
 		     size_t payload_len)
 {
@@ -60,7 +49,7 @@ int qps_ud_hdr_build(void *buf, const struct qps_ud_hdr_info *h,
 		return -EMSGSIZE;
 	p[UD_OFF_MAGIC] = QPS_UD_MAGIC;
 	p[UD_OFF_FLAGS] = 0;
-	put_be16(p + UD_OFF_LEN, (uint16_t)payload_len);
+	qps_be16_put(p + UD_OFF_LEN, (uint16_t)payload_len);
 	memcpy(p + UD_OFF_SPORT, &h->sport, 2);
 	memcpy(p + UD_OFF_DPORT, &h->dport, 2);
 	qpn = htonl(h->src_qpn & QPS_UD_QPN_MASK);
@@ -143,7 +132,7 @@ int qps_ud_parse(const uint8_t *buf, uint32_t len,
 	len -= QPS_UD_GRH_LEN;
 	if (len < QPS_UD_HDR_LEN || ud[UD_OFF_MAGIC] != QPS_UD_MAGIC ||
 	    ud[UD_OFF_FLAGS] != 0 ||
-	    get_be16(ud + UD_OFF_LEN) != len - QPS_UD_HDR_LEN)
+	    qps_be16_get(ud + UD_OFF_LEN) != len - QPS_UD_HDR_LEN)
 		return -EBADMSG;
 	memcpy(&qpn, ud + UD_OFF_QPN, 4);
 	qpn = ntohl(qpn);

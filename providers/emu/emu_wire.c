@@ -220,18 +220,24 @@ static bool geometry_ok(const struct qps_emu_wire_hdr *h,
 	       h->mtu >= QPS_EMU_MTU_MIN && h->mtu <= QPS_EMU_MTU_MAX;
 }
 
-static uint32_t env_mtu(void)
+/* The number in $@name if it lies in [@lo, @hi], else @def. */
+static unsigned long env_num(const char *name, unsigned long lo,
+			     unsigned long hi, unsigned long def)
 {
-	const char *s = getenv("QPS_EMU_MTU");
+	const char *s = getenv(name);
 	char *end;
 	unsigned long v;
 
 	if (!s || !*s)
-		return QPS_EMU_MTU_DEFAULT;
+		return def;
 	v = strtoul(s, &end, 10);
-	if (*end || v < QPS_EMU_MTU_MIN || v > QPS_EMU_MTU_MAX)
-		return QPS_EMU_MTU_DEFAULT;
-	return (uint32_t)v;
+	return *end || v < lo || v > hi ? def : v;
+}
+
+static uint32_t env_mtu(void)
+{
+	return (uint32_t)env_num("QPS_EMU_MTU", QPS_EMU_MTU_MIN,
+				 QPS_EMU_MTU_MAX, QPS_EMU_MTU_DEFAULT);
 }
 
 /* How long an attacher waits for a creator to finish the wire. Tests that
@@ -239,16 +245,8 @@ static uint32_t env_mtu(void)
  * unfinished wire fails at once instead of costing them the wait. */
 static int attach_wait_ms(void)
 {
-	const char *s = getenv("QPS_EMU_ATTACH_WAIT_MS");
-	char *end;
-	unsigned long v;
-
-	if (!s || !*s)
-		return EMU_ATTACH_WAIT_MS;
-	v = strtoul(s, &end, 10);
-	if (*end || v > EMU_ATTACH_WAIT_MS)
-		return EMU_ATTACH_WAIT_MS;
-	return (int)v;
+	return (int)env_num("QPS_EMU_ATTACH_WAIT_MS", 0, EMU_ATTACH_WAIT_MS,
+			    EMU_ATTACH_WAIT_MS);
 }
 
 static void sleep_ms(unsigned int ms)
