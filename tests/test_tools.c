@@ -4,7 +4,8 @@
  * every flag accepted and every bad value refused with a message naming
  * it; BW and latency statistics against hand-computed values; JSON lines
  * checked by a small validator; the parameter handshake, its mismatch
- * reasons, busy and refused TCP ports.
+ * reasons, busy and refused TCP ports; -c (RAW / UD, connected types
+ * refused) and the UD fields of the hello (transport, QPN, Q_Key).
  *
  * "test_tools --check-json FILE MIN" validates every line of FILE that
  * starts with '{' and wants at least MIN of them: the end-to-end test
@@ -264,6 +265,7 @@ static void test_parse_defaults(void)
 	CU_ASSERT_EQUAL(o.priority, -1);
 	CU_ASSERT_EQUAL(o.threads, 1);
 	CU_ASSERT(!o.all && !o.mcg && !o.json && !o.no_peak && !o.duration);
+	CU_ASSERT_EQUAL(o.transport, QPS_TRANSPORT_RAW);
 	t_parse_free(&o, msg);
 
 	CU_ASSERT_EQUAL(t_parse(PERF_TEST_LAT, "", &o, &msg), 0);
@@ -376,6 +378,43 @@ static void test_parse_every_flag(void)
 	t_parse_free(&o, msg);
 }
 
+/* -c: perftest's name and spellings; the last one given wins. */
+static void test_parse_connection(void)
+{
+	static const struct {
+		enum perf_test test;
+		const char *args;
+		uint32_t transport;
+		const char *name;
+	} rows[] = {
+		{ PERF_TEST_BW, "-c UD", QPS_TRANSPORT_UD, "UD" },
+		{ PERF_TEST_BW, "--connection=ud", QPS_TRANSPORT_UD, "UD" },
+		{ PERF_TEST_BW, "-c RAW", QPS_TRANSPORT_RAW, "RAW" },
+		{ PERF_TEST_BW, "-c RawEth", QPS_TRANSPORT_RAW, "RAW" },
+		{ PERF_TEST_BW, "-c UD -c raw", QPS_TRANSPORT_RAW, "RAW" },
+		{ PERF_TEST_LAT, "--connection UD -s 1012", QPS_TRANSPORT_UD,
+		  "UD" },
+	};
+	struct perf_opts o;
+	unsigned int i;
+	char *msg;
+
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		CU_ASSERT_EQUAL_FATAL(t_parse(rows[i].test, rows[i].args, &o,
+					      &msg), 0);
+		CU_ASSERT_EQUAL(o.transport, rows[i].transport);
+		CU_ASSERT_STRING_EQUAL(perf_conn_name(o.transport),
+				       rows[i].name);
+		t_parse_free(&o, msg);
+	}
+	/* -Q is kept for the context's tx_signal, within -t. */
+	CU_ASSERT_EQUAL_FATAL(t_parse(PERF_TEST_BW, "-c UD -Q 16 -l 16 -n 4096",
+				      &o, &msg), 0);
+	CU_ASSERT_EQUAL(o.cq_mod, 16);
+	CU_ASSERT(o.cq_mod <= o.tx_depth);
+	t_parse_free(&o, msg);
+}
+
 static const struct parse_case bad_cases[] = {
 	{ PERF_TEST_BW, "-s 0", "-s" },
 	{ PERF_TEST_BW, "-s 8388609", "-s" },
@@ -425,6 +464,15 @@ static const struct parse_case bad_cases[] = {
 	{ PERF_TEST_LAT, "-Q 2", "BW tests" },
 	{ PERF_TEST_LAT, "--threads 2", "BW tests" },
 	{ PERF_TEST_LAT, "-q 2", "one QP" },
+	{ PERF_TEST_BW, "-c RC", "qpsock is datagram-only" },
+	{ PERF_TEST_BW, "-c UC", "qpsock is datagram-only" },
+	{ PERF_TEST_BW, "-c XRC", "qpsock is datagram-only" },
+	{ PERF_TEST_BW, "-c DC", "qpsock is datagram-only" },
+	{ PERF_TEST_BW, "--connection=SRD", "qpsock is datagram-only" },
+	{ PERF_TEST_LAT, "-c rc", "bad -c 'rc': qpsock is datagram-only" },
+	{ PERF_TEST_BW, "-c UDP", "one of RAW, UD" },
+	{ PERF_TEST_BW, "-c ''", "one of RAW, UD" },
+	{ PERF_TEST_BW, "-c", "needs a value" },
 };
 
 static void test_parse_bad_values(void)
@@ -678,6 +726,8 @@ static void test_params_compare(void)
 		{ "-q 2", "-q 1", "-q (QPs)" },
 		{ "-g", "", "multicast" },
 		{ "-M 239.0.0.2", "-M 239.0.0.3", "multicast" },
+		{ "-c UD", "", "-c (connection): client UD, server RAW" },
+		{ "-c RAW", "-c UD", "-c (connection): client RAW, server UD" },
 	};
 	struct perf_opts oc, os;
 	struct perf_params pc, ps;
@@ -736,11 +786,28 @@ static void test_hello_pack(void)
 	h.addr[2].addr = htonl(0xc6120005);
 	h.addr[2].port = htons(18515);
 	h.addr[2].mac[5] = 7;
+	h.params.transport = QPS_TRANSPORT_UD;
+	h.addr[2].qpn = 0xabcdef;
+	h.addr[2].qkey = QPS_UD_QKEY;
 	CU_ASSERT_EQUAL(perf_hello_pack(&h, buf), PERF_HELLO_WIRE_SIZE);
 	CU_ASSERT_EQUAL(perf_hello_unpack(buf, sizeof(buf), &g), 0);
 	CU_ASSERT_EQUAL(memcmp(&h, &g, sizeof(h)), 0);
+	CU_ASSERT_EQUAL(g.params.transport, QPS_TRANSPORT_UD);
+	CU_ASSERT_EQUAL(g.addr[2].qpn, 0xabcdef);
+	CU_ASSERT_EQUAL(g.addr[2].qkey, QPS_UD_QKEY);
 	/* Network order on the wire: iters' low byte last. */
 	CU_ASSERT_EQUAL(buf[8 + 4 * 4 + 7], 0x89);
+	/* The third address's QPN: its high byte first, after 2 addresses,
+	 * its IP, port and MAC. */
+	CU_ASSERT_EQUAL(buf[PERF_HELLO_WIRE_SIZE - (PERF_MAX_QPS - 2) * 20 +
+			    12 + 1], 0xab);
+
+	/* A transport this version does not know is refused. */
+	h.params.transport = 7;
+	perf_hello_pack(&h, buf);
+	CU_ASSERT_EQUAL(perf_hello_unpack(buf, sizeof(buf), &g), -EPROTO);
+	h.params.transport = QPS_TRANSPORT_UD;
+	perf_hello_pack(&h, buf);
 
 	CU_ASSERT_EQUAL(perf_hello_unpack(buf, sizeof(buf) - 1, &g), -EPROTO);
 	buf[3] ^= 1;
@@ -866,6 +933,7 @@ static CU_TestInfo tools_tests[] = {
 	{ "parse depth rules", test_parse_depth_rules },
 	{ "parse every flag", test_parse_every_flag },
 	{ "parse bad values", test_parse_bad_values },
+	{ "parse connection", test_parse_connection },
 	{ "bw peak and average", test_bw_peak_average },
 	{ "bw peak tail window, Gb/s", test_bw_peak_tail_and_gbits },
 	{ "bw post list windows", test_bw_post_list_windows },

@@ -7,7 +7,10 @@
 # #iterations matches what was asked, that drops are reported, that
 # --json lines parse (TEST_TOOLS --check-json), and that mismatched
 # parameters, a missing server, a busy port, an unbuilt provider and -g
-# fail with a clear message and a non-zero exit.
+# fail with a clear message and a non-zero exit. -c UD: both tools on
+# the UD transport (QPN and Q_Key exchanged in the hello), sizes capped
+# at the UD MTU; -c RC refused; -Q as the contexts' tx_signal, seen in
+# the JSON counters (tx_signaled against wqes).
 set -uo pipefail
 
 bw=$1
@@ -38,8 +41,11 @@ fail() {
 }
 
 # start_server TOOL ARGS...: background server, waits for its banner.
+# The previous server's log goes first: its banner must not be mistaken
+# for this one's before the new process has truncated the file.
 start_server() {
 	local i
+	rm -f "$tmp/srv.log"
 	"$@" > "$tmp/srv.log" 2>&1 &
 	spid=$!
 	for ((i = 0; i < 100; i++)); do
@@ -189,7 +195,7 @@ if run lat_dur "$lat" "-s 256 -D 1" "-s 256 -D 1"; then
 	check_rows "$tmp/lat_dur.cli" 4 "256 *"
 fi
 
-# 7. Errors: each must fail with its message.
+# expect_fail NAME PATTERN CMD...: CMD must fail with PATTERN in its output.
 expect_fail() {
 	local name=$1 pattern=$2 rc=0
 	shift 2
@@ -202,6 +208,99 @@ expect_fail() {
 		echo "ok: $name fails: $(grep -m1 -- "$pattern" "$tmp/err.log")"
 	fi
 }
+
+# json_num FILE KEY: KEY's number in FILE's (first) JSON line.
+json_num() {
+	grep -m1 '^{' "$1" | sed -nE "s/.*\"$2\":([0-9]+).*/\1/p"
+}
+
+# nonzero_bw FILE: every row has a BW average and a message rate > 0.
+nonzero_bw() {
+	rows "$1" | awk '!($4 > 0 && $5 > 0) { bad = 1 } END { exit bad }'
+}
+
+# 6b. UD transport, BW: the header says so, both sides print their
+# table with numbers, the addresses carry a QPN and the Q_Key.
+if run bw_ud "$bw" "-c UD -s 64 -n 5000 --json" "-c UD -s 64 -n 5000 --json"; then
+	for f in "$tmp/bw_ud.cli" "$tmp/bw_ud.srv"; do
+		check_head "$f" "Connection type : UD"
+		check_head "$f" "$bw_head"
+		nonzero_bw "$f" || fail "$f: zero BW or rate: $(rows "$f")"
+		grep -qE 'remote address: IP [0-9.]+ UDP [0-9]+ QPN 0x[0-9a-f]{6} Q_Key 0x01234567' "$f" ||
+			fail "$f: no remote UD address (QPN, Q_Key)"
+		"$checker" --check-json "$f" 1 || fail "$f: JSON"
+		grep -q '"connection":"UD"' "$f" || fail "$f: JSON connection"
+	done
+	check_rows "$tmp/bw_ud.cli" 5 "64 5000"
+	check_rows "$tmp/bw_ud.srv" 5 "64 *"
+	rows "$tmp/bw_ud.srv" | awk '$2 < 1 { exit 1 }' ||
+		fail "bw_ud: the server received nothing"
+fi
+
+# 6c. UD transport, latency: both tables, 0 < t_min <= t_typical <= t_max.
+if run lat_ud "$lat" "-c UD -n 1000 --json" "-c UD -n 1000 --json"; then
+	for f in "$tmp/lat_ud.cli" "$tmp/lat_ud.srv"; do
+		check_head "$f" "Connection type : UD"
+		check_head "$f" "$lat_head"
+		check_rows "$f" 9 "2 1000"
+		rows "$f" | awk '!($3 <= $5 && $5 <= $4 && $3 > 0) { exit 1 }' ||
+			fail "$f: t_min <= t_typical <= t_max does not hold"
+		grep -q '"connection":"UD"' "$f" || fail "$f: JSON connection"
+	done
+fi
+
+# 6d. UD sizes: -a stops at the UD MTU (1024 on emu) less qpsock's
+# 12-byte header, as perftest caps UD at the MTU; an explicit -s above
+# it is refused on both sides (perftest refuses it too).
+if run bw_ud_all "$bw" "-c UD -a -n 200" "-c UD -a -n 200"; then
+	check_rows "$tmp/bw_ud_all.cli" 5 "2 200" "4 200" "8 200" "16 200" \
+		"32 200" "64 200" "128 200" "256 200" "512 200"
+fi
+if start_server "$lat" --dev "$wire" -p "$port" -c UD -s 1024; then
+	expect_fail ud_size "max message size in UD is the MTU: 1012 bytes" \
+		"$lat" --dev "$wire" -p "$port" -c UD -s 1024 127.0.0.1
+	src=0
+	server_rc || src=$?
+	if [[ $src -eq 0 ]] || ! grep -q "max message size in UD" "$tmp/srv.log"; then
+		fail "ud_size: server exit $src: $(cat "$tmp/srv.log")"
+	fi
+else
+	fail "ud_size: server did not start"
+fi
+
+# 6e. -Q is the context's tx_signal: bursts of 16 (-l 16), a CQE asked
+# for every WQE with -Q 1, once per burst with -Q 16 (the burst's last
+# WQE asks anyway), on RAW and on UD; every WQE is reaped either way.
+declare -A sig
+for c in "RAW 1" "RAW 16" "UD 16"; do
+	read -r conn q <<< "$c"
+	name="bw_q${q}_$conn"
+	run "$name" "$bw" "-c $conn -s 64 -n 4096" \
+		"-c $conn -s 64 -n 4096 -l 16 -Q $q --json" || continue
+	f="$tmp/$name.cli"
+	wqes=$(json_num "$f" wqes)
+	reaped=$(json_num "$f" tx_reaped)
+	sig[$name]=$(json_num "$f" tx_signaled)
+	grep -q "tx_signaled ${sig[$name]} " "$f" ||
+		fail "$name: the counts line does not show tx_signaled"
+	if [[ "$wqes" != 4096 || "$reaped" != 4096 ]]; then
+		fail "$name: wqes $wqes, tx_reaped $reaped (want 4096 each)"
+	fi
+	echo "   $name: wqes $wqes tx_signaled ${sig[$name]} tx_reaped $reaped"
+done
+if [[ -n "${sig[bw_q1_RAW]:-}" && "${sig[bw_q1_RAW]}" != 4096 ]]; then
+	fail "-Q 1: tx_signaled ${sig[bw_q1_RAW]}, want every WQE (4096)"
+fi
+for name in bw_q16_RAW bw_q16_UD; do
+	v=${sig[$name]:-}
+	[[ -z "$v" ]] && continue
+	# 256 bursts: one CQE each, a few more if the queue filled mid-burst.
+	if ((v < 256 || v * 4 > 4096)); then
+		fail "$name: tx_signaled $v, want 256..1024 (-Q 1: ${sig[bw_q1_RAW]:-?})"
+	fi
+done
+
+# 7. Errors: each must fail with its message.
 
 # Mismatch: the server refuses the client; both exit non-zero.
 if start_server "$bw" --dev "$wire" -p "$port" -n 2000; then
@@ -247,8 +346,28 @@ else
 	if run lat_mcg "$lat" "-g -n 500" "-g -n 500"; then
 		check_rows "$tmp/lat_mcg.cli" 9 "2 500"
 	fi
+	# UD multicast: group ::ffff:239.255.0.1, QPN 0xffffff, no peer QPN.
+	if run bw_mcg_ud "$bw" "-c UD -g -s 64 -n 1000" "-c UD -g -s 64 -n 1000"; then
+		check_head "$tmp/bw_mcg_ud.cli" "Connection type : UD"
+		check_rows "$tmp/bw_mcg_ud.cli" 5 "64 1000"
+		rows "$tmp/bw_mcg_ud.srv" | awk '$2 < 1 { exit 1 }' ||
+			fail "bw_mcg_ud: the server got none of the group's datagrams"
+	fi
 fi
 expect_fail bad_flag "bad -s '0'" "$bw" -s 0
+expect_fail conn_rc "bad -c 'RC': qpsock is datagram-only" "$bw" -c RC
+expect_fail conn_uc "bad -c 'UC': qpsock is datagram-only" "$lat" -c UC \
+	127.0.0.1
+# A UD server refuses a RAW client: the two never meet on the wire.
+if start_server "$bw" --dev "$wire" -p "$port" -c UD; then
+	expect_fail conn_mismatch "mismatch.*-c (connection): client RAW, server UD" \
+		"$bw" --dev "$wire" -p "$port" 127.0.0.1
+	src=0
+	server_rc || src=$?
+	[[ $src -ne 0 ]] || fail "conn_mismatch: server exit 0"
+else
+	fail "conn_mismatch: server did not start"
+fi
 
 if [[ $fails -ne 0 ]]; then
 	echo "test_tools_e2e: $fails failure(s)"

@@ -74,9 +74,12 @@ struct perf_opts {
 	int priority;		/* --priority; -1 = not set */
 	unsigned int threads;	/* --threads */
 	bool json;		/* --json */
+	uint32_t transport;	/* -c: QPS_TRANSPORT_RAW or _UD */
 };
 
 /* perf_opts.c */
+/* "RAW" or "UD", as the header and the JSON lines name -c. */
+const char *perf_conn_name(uint32_t transport);
 void perf_usage(FILE *f, enum perf_test test, const char *prog);
 /* 0 = run, 1 = help printed (exit 0), -EINVAL = bad option (message on
  * @err). Resets getopt itself, so it may be called repeatedly. */
@@ -169,13 +172,17 @@ struct perf_params {
 	uint32_t mcg_addr;	/* network order */
 	char provider[16];
 	char dev[PERF_NAME_MAX];
+	uint32_t transport;	/* QPS_TRANSPORT_RAW or _UD */
 };
 
-/* One data endpoint as the peer must address it. */
+/* One data endpoint as the peer must address it; on UD also the
+ * receiving QP of its context (perftest exchanges QPN and Q_Key too). */
 struct perf_peer_addr {
 	uint32_t addr;		/* network order */
 	uint16_t port;		/* network order */
 	uint8_t mac[6];
+	uint32_t qpn;		/* UD only, else 0 */
+	uint32_t qkey;
 };
 
 struct perf_hello {
@@ -186,7 +193,7 @@ struct perf_hello {
 };
 
 #define PERF_HELLO_WIRE_SIZE (8 + 4 + 4 + 4 + 4 + 8 + 4 + 4 + 4 + 4 + 16 + \
-			      PERF_NAME_MAX + 4 + 4 + PERF_MAX_QPS * 12)
+			      PERF_NAME_MAX + 4 + 4 + 4 + PERF_MAX_QPS * 20)
 #define PERF_REASON_MAX 160
 
 void perf_params_from_opts(const struct perf_opts *o, const char *provider,
@@ -229,6 +236,7 @@ struct perf_qp {
 	struct qps_ctx_info info;
 	struct sockaddr_in local;
 	struct sockaddr_in peer;
+	struct qps_ud_addr ud;	/* UD: where this context receives */
 	bool connected;		/* else sends go to @peer with qps_sendto */
 };
 
@@ -250,6 +258,7 @@ struct perf_counters {
 	uint64_t wqes, doorbells, bf_writes, tx_cqes, rx_cqes;
 	uint64_t dev_tx_drops, dev_rx_drops, rx_queue_full, rx_no_endpoint;
 	uint64_t rx_truncated;
+	uint64_t tx_signaled, tx_reaped;	/* completion moderation (-Q) */
 };
 
 int perf_qps_open(const struct perf_opts *o, struct perf_qp *qp,
@@ -265,6 +274,8 @@ void perf_counters_delta(const struct perf_counters *before,
 			 const struct perf_counters *after,
 			 struct perf_counters *d);
 uint64_t perf_counters_drops(const struct perf_counters *c);
+/* tx_signaled / wqes: the CQEs asked for per WQE (0 without WQEs). */
+double perf_counters_signaled(const struct perf_counters *c);
 void perf_json_counters(struct perf_json *j, const struct perf_counters *c);
 /* perftest's test header plus local/remote address lines. */
 void perf_print_header(FILE *f, const struct perf_opts *o,

@@ -4,7 +4,9 @@
  * (default port 18515) on which the client writes first and the server
  * answers, as perftest's ctx_xchg_data_ethernet does. The first exchange
  * carries both sides' test parameters and data addresses; the server
- * refuses a client whose parameters differ, saying which one. The format
+ * refuses a client whose parameters differ, saying which one. On UD the
+ * addresses carry each context's QPN and Q_Key, which the peer hands to
+ * qps_ud_peer_set (perftest's exchange of QPN and Q_Key). The format
  * is our own (fixed layout, network byte order): qpsock's tools talk to
  * each other, not to perftest.
  */
@@ -23,6 +25,7 @@
 #include "perf_common.h"
 
 #define PERF_MAGIC "QPSPERF1"
+#define PERF_VERSION 2		/* 2: transport, UD QPN and Q_Key */
 #define PERF_CONNECT_MS 10000
 
 static const char *perf_test_name(uint32_t test)
@@ -45,6 +48,7 @@ void perf_params_from_opts(const struct perf_opts *o, const char *provider,
 	p->mcg_addr = o->mcg ? o->mcg_addr.s_addr : 0;
 	snprintf(p->provider, sizeof(p->provider), "%s", provider ? provider : "");
 	snprintf(p->dev, sizeof(p->dev), "%s", dev ? dev : "");
+	p->transport = o->transport;
 }
 
 int perf_params_compare(const struct perf_params *c,
@@ -58,6 +62,11 @@ int perf_params_compare(const struct perf_params *c,
 	if (c->test != s->test)
 		PERF_DIFF("test: client runs %s, server %s",
 			  perf_test_name(c->test), perf_test_name(s->test));
+	/* A raw frame and a UD message never meet: different QP types. */
+	if (c->transport != s->transport)
+		PERF_DIFF("-c (connection): client %s, server %s",
+			  perf_conn_name(c->transport),
+			  perf_conn_name(s->transport));
 	if (strcmp(c->provider, s->provider))
 		PERF_DIFF("provider: client %s, server %s", c->provider,
 			  s->provider);
@@ -139,7 +148,7 @@ size_t perf_hello_pack(const struct perf_hello *h, uint8_t *buf)
 
 	memset(buf, 0, PERF_HELLO_WIRE_SIZE);
 	p = perf_putb(p, PERF_MAGIC, 8);
-	p = perf_put32(p, 1);
+	p = perf_put32(p, PERF_VERSION);
 	p = perf_put32(p, pp->test);
 	p = perf_put32(p, pp->size);
 	p = perf_put32(p, pp->all);
@@ -150,12 +159,15 @@ size_t perf_hello_pack(const struct perf_hello *h, uint8_t *buf)
 	p = perf_putb(p, &pp->mcg_addr, 4);
 	p = perf_putb(p, pp->provider, sizeof(pp->provider));
 	p = perf_putb(p, pp->dev, sizeof(pp->dev));
+	p = perf_put32(p, pp->transport);
 	p = perf_put32(p, h->max_payload);
 	p = perf_put32(p, h->n_addr);
 	for (i = 0; i < PERF_MAX_QPS; i++) {
 		p = perf_putb(p, &h->addr[i].addr, 4);
 		p = perf_putb(p, &h->addr[i].port, 2);
 		p = perf_putb(p, h->addr[i].mac, 6);
+		p = perf_put32(p, h->addr[i].qpn);
+		p = perf_put32(p, h->addr[i].qkey);
 	}
 	return (size_t)(p - buf);
 }
@@ -172,7 +184,7 @@ int perf_hello_unpack(const uint8_t *buf, size_t len, struct perf_hello *h)
 	memset(h, 0, sizeof(*h));
 	p += 8;
 	p = perf_get32(p, &version);
-	if (version != 1)
+	if (version != PERF_VERSION)
 		return -EPROTO;
 	p = perf_get32(p, &pp->test);
 	p = perf_get32(p, &pp->size);
@@ -184,17 +196,22 @@ int perf_hello_unpack(const uint8_t *buf, size_t len, struct perf_hello *h)
 	p = perf_getb(p, &pp->mcg_addr, 4);
 	p = perf_getb(p, pp->provider, sizeof(pp->provider));
 	p = perf_getb(p, pp->dev, sizeof(pp->dev));
+	p = perf_get32(p, &pp->transport);
 	p = perf_get32(p, &h->max_payload);
 	p = perf_get32(p, &h->n_addr);
 	for (i = 0; i < PERF_MAX_QPS; i++) {
 		p = perf_getb(p, &h->addr[i].addr, 4);
 		p = perf_getb(p, &h->addr[i].port, 2);
 		p = perf_getb(p, h->addr[i].mac, 6);
+		p = perf_get32(p, &h->addr[i].qpn);
+		p = perf_get32(p, &h->addr[i].qkey);
 	}
 	/* Names are NUL-terminated whatever the peer sent. */
 	pp->provider[sizeof(pp->provider) - 1] = '\0';
 	pp->dev[sizeof(pp->dev) - 1] = '\0';
-	if (h->n_addr > PERF_MAX_QPS || pp->num_qps > PERF_MAX_QPS)
+	if (h->n_addr > PERF_MAX_QPS || pp->num_qps > PERF_MAX_QPS ||
+	    (pp->transport != QPS_TRANSPORT_RAW &&
+	     pp->transport != QPS_TRANSPORT_UD))
 		return -EPROTO;
 	return 0;
 }

@@ -3,7 +3,9 @@
  * Command line of qps_send_bw / qps_send_lat: perftest's flags with their
  * meaning and defaults where they apply to datagrams (perftest's UD
  * rules: sizes capped at the port, one QP for multicast, -l and -Q for
- * BW tests only), plus qpsock's own options. Every bad value is refused
+ * BW tests only), plus qpsock's own options. -c picks the transport of
+ * the contexts: RAW or UD (perftest's connection types that need a
+ * connected or reliable QP are refused). Every bad value is refused
  * with a message naming the flag.
  */
 #define _GNU_SOURCE
@@ -12,6 +14,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "perf_common.h"
 
@@ -24,6 +27,7 @@ enum {
 };
 
 static const struct option perf_long_opts[] = {
+	{ "connection", required_argument, NULL, 'c' },
 	{ "size", required_argument, NULL, 's' },
 	{ "all", no_argument, NULL, 'a' },
 	{ "iters", required_argument, NULL, 'n' },
@@ -62,14 +66,21 @@ void perf_usage(FILE *f, enum perf_test test, const char *prog)
 		"  -a, --all             sizes 2, 4, 8 ... up to the port's max payload\n"
 		"  -n, --iters=N         iterations (default %u, at least %u)\n"
 		"  -D, --duration=S      run S seconds, measure the middle half (no peak)\n"
-		"  -q, --qp=N            queue pairs = qpsock contexts (default 1%s)\n",
+		"  -q, --qp=N            queue pairs = qpsock contexts (default 1%s)\n"
+		"  -c, --connection=T    RAW (default: raw-packet QPs, whole UDP frames) or\n"
+		"                        UD (UD QPs over RoCE v2; QPN and Q_Key exchanged\n"
+		"                        over TCP; sizes up to the UD MTU less 12 bytes);\n"
+		"                        RC, UC, XRC, DC, SRD: refused, qpsock is datagram-only\n",
 		prog, prog, bw ? PERF_DEF_SIZE_BW : PERF_DEF_SIZE_LAT,
 		bw ? ", capped" : "", PERF_DEF_ITERS, PERF_MIN_ITERS,
 		bw ? "" : "; latency: 1 only");
 	if (bw)
 		fprintf(f,
 			"  -l, --post_list=N     messages per doorbell (QPS_MSG_MORE on N-1 of N)\n"
-			"  -Q, --cq-mod=N        reap completions once per N messages (default %u)\n"
+			"  -Q, --cq-mod=N        reap once per N messages and ask the device for a\n"
+			"                        completion every N WQEs (context tx_signal; the last\n"
+			"                        WQE of each doorbell always asks, so -Q saves CQEs\n"
+			"                        with -l > 1 only) (default %u, capped to -t)\n"
 			"      --threads=N       sending threads sharing the QPs (default 1)\n",
 			PERF_DEF_CQ_MOD);
 	fprintf(f,
@@ -86,9 +97,44 @@ void perf_usage(FILE *f, enum perf_test test, const char *prog)
 		"  -d, --dev=NAME        emu wire / netdev / RDMA device\n"
 		"      --priority=N      endpoint priority 0..15 (QPS_OPT_PRIORITY)\n"
 		"      --json            also print each result line as one JSON object\n"
+		"                        (with the counters: wqes, tx_signaled, tx_reaped ...)\n"
 		"  -h, --help            this text\n",
 		bw ? PERF_DEF_TX_BW : PERF_DEF_TX_LAT, PERF_DEF_RX,
 		PERF_DEF_MCG, PERF_DEF_PORT);
+}
+
+const char *perf_conn_name(uint32_t transport)
+{
+	return transport == QPS_TRANSPORT_UD ? "UD" : "RAW";
+}
+
+/* perftest's connection types that are not datagram transports. */
+static const char *const perf_conn_other[] = {
+	"RC", "UC", "XRC", "DC", "SRD",
+};
+
+/* -c: perftest spells the types in capitals; case is not significant.
+ * RawEth is perftest's name for raw-packet QPs (raw_ethernet_bw). */
+static int perf_conn(const char *s, uint32_t *out, const char **why)
+{
+	size_t i;
+
+	if (!strcasecmp(s, "RAW") || !strcasecmp(s, "RawEth")) {
+		*out = QPS_TRANSPORT_RAW;
+		return 0;
+	}
+	if (!strcasecmp(s, "UD")) {
+		*out = QPS_TRANSPORT_UD;
+		return 0;
+	}
+	*why = "one of RAW, UD";
+	for (i = 0; i < sizeof(perf_conn_other) / sizeof(perf_conn_other[0]);
+	     i++)
+		if (!strcasecmp(s, perf_conn_other[i]))
+			*why = "qpsock is datagram-only: RAW (raw-packet QPs) "
+			       "or UD; connected (RC, UC, XRC, DC) and "
+			       "reliable (SRD) QPs are not supported";
+	return -EINVAL;
 }
 
 /* A decimal number in [lo, hi]; anything else is refused. */
@@ -131,6 +177,7 @@ static int perf_defaults(struct perf_opts *o, enum perf_test test,
 	o->rx_depth = PERF_DEF_RX;
 	o->priority = -1;
 	o->threads = 1;
+	o->transport = QPS_TRANSPORT_RAW;
 	return inet_pton(AF_INET, PERF_DEF_MCG, &o->mcg_addr) == 1 ? 0 :
 	       -EINVAL;
 }
@@ -204,6 +251,7 @@ int perf_parse(int argc, char **argv, enum perf_test test,
 			   "qps_send_lat";
 	bool bw = test == PERF_TEST_BW;
 	bool tx_set = false, rx_set = false;
+	const char *why;
 	uint64_t v;
 	int c;
 
@@ -217,9 +265,13 @@ int perf_parse(int argc, char **argv, enum perf_test test,
 	/* optind 0 makes glibc start over, so tests can parse many times. */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:an:D:q:l:Q:t:r:I:gM:FNp:d:h",
+	while ((c = getopt_long(argc, argv, ":c:s:an:D:q:l:Q:t:r:I:gM:FNp:d:h",
 				perf_long_opts, NULL)) != -1) {
 		switch (c) {
+		case 'c':
+			if (perf_conn(optarg, &o->transport, &why))
+				return perf_bad(err, o, "-c", optarg, why);
+			break;
 		case 's':
 			if (perf_num(optarg, 1, PERF_MAX_SIZE, &v))
 				return perf_bad(err, o, "-s", optarg,

@@ -7,6 +7,11 @@
  * On emu every context is a port of the shared-memory wire with its own
  * 198.18.0.x address; the TCP handshake runs elsewhere (127.0.0.1 on one
  * host), so each side learns the other's wire addresses from the hello.
+ * With -c UD the contexts use the UD transport and the hello also
+ * carries each context's QPN and Q_Key (qps_ud_local), which the peer
+ * registers with qps_ud_peer_set before it connects: the first datagram
+ * needs no QPN learned from the other way. -Q becomes each context's
+ * tx_signal (completion moderation) on BW tests.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -70,6 +75,9 @@ static void perf_ctx_hint(const struct perf_opts *o, int ret)
 	else if (ret == -ENODEV)
 		fprintf(stderr, "%s: no such device for provider '%s' "
 			"(--dev)\n", o->prog, prov);
+	else if (ret == -EOPNOTSUPP && o->transport == QPS_TRANSPORT_UD)
+		fprintf(stderr, "%s: -c UD needs a provider with UD QPs (emu, "
+			"verbs); provider '%s' has none\n", o->prog, prov);
 }
 
 static int perf_qp_open(const struct perf_opts *o, struct perf_qp *q)
@@ -93,11 +101,21 @@ static int perf_qp_open(const struct perf_opts *o, struct perf_qp *q)
 	attr.comp_mask |= QPS_CTX_ATTR_TX_DEPTH | QPS_CTX_ATTR_RX_DEPTH;
 	attr.tx_depth = o->tx_depth < 2 ? 2 : o->tx_depth;
 	attr.rx_depth = o->rx_depth;
+	attr.comp_mask |= QPS_CTX_ATTR_TRANSPORT;
+	attr.transport = o->transport;
+	/* perftest's -Q: a signalled WQE every cq_mod (perf_check() keeps
+	 * it within -t). Latency sends one message per doorbell, which is
+	 * signalled anyway, and has no -Q. */
+	if (o->test == PERF_TEST_BW) {
+		attr.comp_mask |= QPS_CTX_ATTR_TX_SIGNAL;
+		attr.tx_signal = o->cq_mod;
+	}
 	ret = qps_ctx_create(&attr, &q->ctx);
 	if (ret < 0) {
-		fprintf(stderr, "%s: qps_ctx_create(provider %s, dev %s): %s\n",
-			o->prog, o->provider ? o->provider : "default",
-			o->dev ? o->dev : "default", strerror(-ret));
+		fprintf(stderr, "%s: qps_ctx_create(provider %s, dev %s, %s): "
+			"%s\n", o->prog, o->provider ? o->provider : "default",
+			o->dev ? o->dev : "default",
+			perf_conn_name(o->transport), strerror(-ret));
 		perf_ctx_hint(o, ret);
 		return ret;
 	}
@@ -106,6 +124,14 @@ static int perf_qp_open(const struct perf_opts *o, struct perf_qp *q)
 		fprintf(stderr, "%s: qps_ctx_query: %s\n", o->prog,
 			strerror(-ret));
 		return ret;
+	}
+	if (o->transport == QPS_TRANSPORT_UD) {
+		ret = qps_ud_local(q->ctx, &q->ud);
+		if (ret < 0) {
+			fprintf(stderr, "%s: qps_ud_local: %s\n", o->prog,
+				strerror(-ret));
+			return ret;
+		}
 	}
 	ret = qps_ep_create(q->ctx, QPS_EP_DGRAM, &q->ep);
 	if (ret < 0) {
@@ -185,7 +211,37 @@ void perf_qps_hello(const struct perf_opts *o, const struct perf_qp *qp,
 		h->addr[i].addr = qp[i].local.sin_addr.s_addr;
 		h->addr[i].port = qp[i].local.sin_port;
 		memcpy(h->addr[i].mac, qp[i].info.mac, 6);
+		h->addr[i].qpn = qp[i].ud.qpn;
+		h->addr[i].qkey = qp[i].ud.qkey;
 	}
+}
+
+/* UD: the peer's context receives on (address, QPN, Q_Key); tell ours
+ * before the first send, as perftest creates its AH from the exchange. */
+static int perf_qp_ud_peer(const struct perf_opts *o, struct perf_qp *q,
+			   const struct perf_peer_addr *pa)
+{
+	struct qps_ud_addr ua;
+	char ip[INET_ADDRSTRLEN];
+	int ret;
+
+	if (!inet_ntop(AF_INET, &pa->addr, ip, sizeof(ip)))
+		snprintf(ip, sizeof(ip), "?");
+	if (!pa->qpn || pa->qpn > 0xffffff) {
+		fprintf(stderr, "%s: the peer's UD address %s has no valid QPN "
+			"(0x%x)\n", o->prog, ip, pa->qpn);
+		return -EPROTO;
+	}
+	memset(&ua, 0, sizeof(ua));
+	ua.addr.s_addr = pa->addr;
+	ua.qpn = pa->qpn;
+	ua.qkey = pa->qkey;
+	ret = qps_ud_peer_set(q->ctx, &ua);
+	if (ret < 0)
+		fprintf(stderr, "%s: qps_ud_peer_set(%s QPN 0x%06x Q_Key "
+			"0x%08x): %s\n", o->prog, ip, pa->qpn, pa->qkey,
+			strerror(-ret));
+	return ret;
 }
 
 static void perf_sleep_ms(long ms)
@@ -213,6 +269,11 @@ int perf_qps_connect(const struct perf_opts *o, struct perf_qp *qp,
 		qp[i].peer.sin_family = AF_INET;
 		qp[i].peer.sin_addr.s_addr = peer->addr[i].addr;
 		qp[i].peer.sin_port = peer->addr[i].port;
+		if (o->transport == QPS_TRANSPORT_UD) {
+			ret = perf_qp_ud_peer(o, &qp[i], &peer->addr[i]);
+			if (ret < 0)
+				return ret;
+		}
 		/* Multicast: the client sends to the group the server joined;
 		 * the server still answers (latency) to the client itself. */
 		if (o->mcg && o->server) {
@@ -272,6 +333,8 @@ int perf_qps_counters(struct perf_qp *qp, unsigned int n,
 		c->rx_queue_full += st.rx_queue_full;
 		c->rx_no_endpoint += st.rx_no_endpoint;
 		c->rx_truncated += st.rx_truncated;
+		c->tx_signaled += st.tx_signaled;
+		c->tx_reaped += st.tx_reaped;
 	}
 	return 0;
 }
@@ -288,6 +351,11 @@ void perf_counters_delta(const struct perf_counters *b,
 		pd[i] = pa[i] - pb[i];
 }
 
+double perf_counters_signaled(const struct perf_counters *c)
+{
+	return c->wqes ? (double)c->tx_signaled / (double)c->wqes : 0;
+}
+
 uint64_t perf_counters_drops(const struct perf_counters *c)
 {
 	return c->dev_tx_drops + c->dev_rx_drops + c->rx_queue_full +
@@ -300,6 +368,9 @@ void perf_json_counters(struct perf_json *j, const struct perf_counters *c)
 	perf_json_u64(j, "wqes", c->wqes);
 	perf_json_u64(j, "doorbells", c->doorbells);
 	perf_json_u64(j, "bf_writes", c->bf_writes);
+	perf_json_u64(j, "tx_signaled", c->tx_signaled);
+	perf_json_u64(j, "tx_reaped", c->tx_reaped);
+	perf_json_dbl(j, "signaled_per_wqe", perf_counters_signaled(c));
 	perf_json_u64(j, "drops", perf_counters_drops(c));
 	perf_json_u64(j, "dev_tx_drops", c->dev_tx_drops);
 	perf_json_u64(j, "dev_rx_drops", c->dev_rx_drops);
@@ -314,16 +385,20 @@ void perf_json_counters(struct perf_json *j, const struct perf_counters *c)
 	perf_json_close(j);
 }
 
-static void perf_print_addr(FILE *f, const char *who,
+static void perf_print_addr(FILE *f, const char *who, bool ud,
 			    const struct perf_peer_addr *a)
 {
 	char ip[INET_ADDRSTRLEN];
 
 	if (!inet_ntop(AF_INET, &a->addr, ip, sizeof(ip)))
 		snprintf(ip, sizeof(ip), "?");
-	fprintf(f, " %s address: IP %s UDP %u MAC %02x:%02x:%02x:%02x:%02x:%02x\n",
-		who, ip, ntohs(a->port), a->mac[0], a->mac[1], a->mac[2],
-		a->mac[3], a->mac[4], a->mac[5]);
+	if (ud)
+		fprintf(f, " %s address: IP %s UDP %u QPN 0x%06x Q_Key 0x%08x\n",
+			who, ip, ntohs(a->port), a->qpn, a->qkey);
+	else
+		fprintf(f, " %s address: IP %s UDP %u MAC %02x:%02x:%02x:%02x:%02x:%02x\n",
+			who, ip, ntohs(a->port), a->mac[0], a->mac[1],
+			a->mac[2], a->mac[3], a->mac[4], a->mac[5]);
 }
 
 void perf_print_header(FILE *f, const struct perf_opts *o,
@@ -332,6 +407,7 @@ void perf_print_header(FILE *f, const struct perf_opts *o,
 {
 	const struct qps_ctx_info *in = &qp[0].info;
 	bool bw = o->test == PERF_TEST_BW, client = o->server != NULL;
+	bool ud = o->transport == QPS_TRANSPORT_UD;
 	struct perf_hello mine;
 	unsigned int i;
 
@@ -342,7 +418,8 @@ void perf_print_header(FILE *f, const struct perf_opts *o,
 	fprintf(f, " Dual-port       : OFF\t\tDevice         : %s\n", in->dev);
 	fprintf(f, " Number of qps   : %u\t\tTransport type : qpsock %s\n", n,
 		in->provider);
-	fprintf(f, " Connection type : UDP\t\tUsing SRQ      : OFF\n");
+	fprintf(f, " Connection type : %s\t\tUsing SRQ      : OFF\n",
+		perf_conn_name(o->transport));
 	if (!bw || client)
 		fprintf(f, " TX depth        : %u\n", in->tx_depth);
 	if (bw && o->post_list > 1)
@@ -351,7 +428,12 @@ void perf_print_header(FILE *f, const struct perf_opts *o,
 		fprintf(f, " RX depth        : %u\n", in->rx_depth);
 	if (bw)
 		fprintf(f, " CQ Moderation   : %u\n", o->cq_mod);
-	fprintf(f, " Mtu             : %u[B]\n", in->mtu);
+	/* UD: perftest prints the path MTU the message must fit. */
+	if (ud)
+		fprintf(f, " Mtu             : %u[B] (UD; Ethernet %u[B])\n",
+			in->max_payload + QPS_UD_HDR_LEN, in->mtu);
+	else
+		fprintf(f, " Mtu             : %u[B]\n", in->mtu);
 	fprintf(f, " Link type       : Ethernet\n");
 	fprintf(f, " Max inline data : %u[B]%s\n", o->inline_size,
 		o->inline_set ? " (recorded: qpsock inlines what fits)" : "");
@@ -365,8 +447,8 @@ void perf_print_header(FILE *f, const struct perf_opts *o,
 	perf_print_line(f);
 	perf_qps_hello(o, qp, n, &mine);
 	for (i = 0; i < n; i++) {
-		perf_print_addr(f, "local", &mine.addr[i]);
+		perf_print_addr(f, "local", ud, &mine.addr[i]);
 		if (peer && i < peer->n_addr)
-			perf_print_addr(f, "remote", &peer->addr[i]);
+			perf_print_addr(f, "remote", ud, &peer->addr[i]);
 	}
 }

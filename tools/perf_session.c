@@ -62,12 +62,15 @@ static int perf_session_hello(struct perf_session *s)
 	return ret;
 }
 
-/* perftest's UD rule: messages up to the path MTU; here the largest
- * datagram both ports carry. */
+/* perftest's UD rule (check_mtu): messages up to the path MTU, -a and
+ * the default size lowered to it, an explicit -s above it refused; here
+ * the largest datagram both ports carry: the Ethernet MTU less the
+ * IPv4 and UDP headers (RAW), the UD MTU less qpsock's UD header (UD). */
 static int perf_session_sizes(struct perf_session *s)
 {
 	const struct perf_opts *o = &s->o;
 	uint32_t max = s->mine.max_payload, sz;
+	bool ud = o->transport == QPS_TRANSPORT_UD;
 
 	if (s->peer.max_payload < max)
 		max = s->peer.max_payload;
@@ -79,6 +82,13 @@ static int perf_session_sizes(struct perf_session *s)
 	}
 	sz = o->size;
 	if (sz > max) {
+		if (o->size_set && ud) {
+			fprintf(stderr, "%s: -s %u: max message size in UD is "
+				"the MTU: %u bytes (UD MTU %u less qpsock's "
+				"%u-byte UD header)\n", o->prog, sz, max,
+				max + QPS_UD_HDR_LEN, QPS_UD_HDR_LEN);
+			return -EMSGSIZE;
+		}
 		if (o->size_set) {
 			fprintf(stderr, "%s: -s %u exceeds the largest datagram "
 				"the ports carry (%u bytes, MTU %u)\n", o->prog,
@@ -197,6 +207,7 @@ void perf_session_json_head(const struct perf_session *s, struct perf_json *j,
 	perf_json_str(j, "role", o->server ? "client" : "server");
 	perf_json_str(j, "provider", s->qp[0].info.provider);
 	perf_json_str(j, "dev", s->qp[0].info.dev);
+	perf_json_str(j, "connection", perf_conn_name(o->transport));
 	perf_json_u64(j, "qps", o->num_qps);
 	perf_json_u64(j, "threads", o->threads);
 	perf_json_u64(j, "post_list", o->post_list);

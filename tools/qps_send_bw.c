@@ -8,8 +8,10 @@
  * The client sends -n messages per QP (or for -D seconds) as fast as the
  * send queue takes them: -l N passes QPS_MSG_MORE on N-1 of every N sends
  * so a burst costs one doorbell, -Q N reaps completions (and samples the
- * completion time for the peak) once per N messages, --threads sending
- * threads share the QPs. Datagrams are unreliable and nothing here adds
+ * completion time for the peak) once per N messages and is each
+ * context's tx_signal (a CQE every N WQEs and for the last WQE of each
+ * doorbell), --threads sending threads share the QPs. -c UD runs the
+ * same on UD QPs (perf_qps.c). Datagrams are unreliable and nothing here adds
  * flow control, so the server counts what arrived; after the run the
  * client learns that count over the TCP connection and both sides print
  * sent / received / lost next to the table. The server's own row is its
@@ -172,14 +174,17 @@ static void bw_print_counts(const struct perf_session *s, uint64_t sent,
 	uint64_t lost = sent > received ? sent - received : 0;
 
 	printf("   sent %llu, received %llu, lost %llu (%.2f%%), wrong size %llu;"
-	       " %s wqes %llu, doorbells %llu, bf_writes %llu, drops %llu\n",
+	       " %s wqes %llu, doorbells %llu, bf_writes %llu, drops %llu,"
+	       " tx_signaled %llu (%.4f per WQE), tx_reaped %llu\n",
 	       (unsigned long long)sent, (unsigned long long)received,
 	       (unsigned long long)lost,
 	       sent ? 100.0 * (double)lost / (double)sent : 0.0,
 	       (unsigned long long)bad, s->o.server ? "client" : "server",
 	       (unsigned long long)c->wqes, (unsigned long long)c->doorbells,
 	       (unsigned long long)c->bf_writes,
-	       (unsigned long long)perf_counters_drops(c));
+	       (unsigned long long)perf_counters_drops(c),
+	       (unsigned long long)c->tx_signaled, perf_counters_signaled(c),
+	       (unsigned long long)c->tx_reaped);
 }
 
 static int bw_json(const struct perf_session *s,

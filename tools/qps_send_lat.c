@@ -12,7 +12,8 @@
  * both print a table (the server's stamps are its reply sends). A lost
  * datagram stalls a ping-pong: after 5 s without the reply the client
  * stops with an error that names the message, and the drop counters
- * show where it went; the server sees the connection close.
+ * show where it went; the server sees the connection close. -c UD runs
+ * it on UD QPs (perf_qps.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -195,12 +196,15 @@ static int lat_report(struct lat_run *lr, const struct perf_counters *c)
 		perf_print_lat_row(stdout, &r);
 	}
 	printf("   round trips %llu, wrong size %llu; %s wqes %llu, "
-	       "doorbells %llu, bf_writes %llu, drops %llu\n",
+	       "doorbells %llu, bf_writes %llu, drops %llu, tx_signaled %llu, "
+	       "tx_reaped %llu\n",
 	       (unsigned long long)lr->count, (unsigned long long)lr->wrong,
 	       o->server ? "client" : "server", (unsigned long long)c->wqes,
 	       (unsigned long long)c->doorbells,
 	       (unsigned long long)c->bf_writes,
-	       (unsigned long long)perf_counters_drops(c));
+	       (unsigned long long)perf_counters_drops(c),
+	       (unsigned long long)c->tx_signaled,
+	       (unsigned long long)c->tx_reaped);
 	if (!o->json)
 		return 0;
 	perf_session_json_head(s, &j, buf, sizeof(buf));
