@@ -39,31 +39,42 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	struct ibv_qp_attr a;
-	uint32_t enq, done;
 	int ret;
 
 	if (sq->qp_dead || !qps_qp_failed(sq))
 		return 0;
 	if (sq->unrung)
 		qps_db_ring_locked(sq, QPS_TXF_POLL);
+	/* ERR first (already there after an error completion): the device
+	 * stops and completes all it holds, sent or flushed, so each WQE is
+	 * counted as what it was. -EIO (completions lost to an overrun) is
+	 * what the RESET below repairs. */
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	ctx->ops->modify_qp(sq->qp, &a, IBV_QP_STATE);
 	ret = qps_tx_reap_locked(sq);
-	if (ret < 0)
+	if (ret < 0 && ret != -EIO)
 		return ret;
-	/* RESET would take back the completions of WQEs still held, and
-	 * their slots with them: wait until the flush has returned all. */
-	qps_txq_qp_counts(ctx->txq, (int)sq->idx, &enq, &done);
-	if (enq != done)
-		return -EAGAIN;
 	if (sq->idx == 0) {
 		/* Nobody reposts a receive buffer from here until the refill:
 		 * one posted around the RESET would be posted twice. */
 		pthread_mutex_lock(&ctx->rx_lock);
 		__atomic_store_n(&ctx->rx_qp_err, true, __ATOMIC_RELAXED);
+		/* Take what arrived, and the receive queue's flush, now: a
+		 * CQ smaller than the ring would otherwise overrun on the
+		 * flush and report it after the RESET, failing the QP again.
+		 * Its -EIO is the one being repaired. */
+		qps_rx_progress_locked(ctx);
 		pthread_mutex_unlock(&ctx->rx_lock);
 	}
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
 	ret = ctx->ops->modify_qp(sq->qp, &a, IBV_QP_STATE);
+	/* The device holds nothing of the QP now, and its CQEs are gone
+	 * from the CQ: what was posted and not reaped lost its completion
+	 * (an overrun) and is counted as failed. */
+	if (ret == 0)
+		qps_tx_reclaim_locked(sq);
 	if (ret == 0)
 		ret = qps_qp_up(ctx, sq->qp);
 	if (ret == 0 && ctx->tx_path == QPS_TX_PATH_DIRECT)

@@ -363,6 +363,12 @@ static int qps_rx_poll_all(struct qps_ctx *ctx)
 		if (n > 0)
 			qps_rx_batch(ctx, wc, n);
 		qps_epoch_exit(&ctx->rx_epoch);
+		if (n == -EIO && (ctx->info.caps & QPS_DEV_CAP_QP_ERR))
+			/* Completions were lost to an overrun, and with them
+			 * their buffers: a RESET of the QP gives every buffer
+			 * back (qp_recover.c). */
+			__atomic_store_n(&ctx->rx_qp_err, true,
+					 __ATOMIC_RELAXED);
 		if (n < 0)
 			return n;
 		total += n;

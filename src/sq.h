@@ -136,6 +136,9 @@ void qps_tx_posted_push(struct qps_sq *sq, uint32_t slot);
 /* The @n newest pushed WQEs never reached the device (a dropped chain):
  * forget them; their slots are the caller's to give back. */
 void qps_tx_posted_unpush(struct qps_sq *sq, uint32_t n);
+/* After a RESET: every slot still posted failed (tx_errors); returns how
+ * many. */
+uint32_t qps_tx_reclaim_locked(struct qps_sq *sq);
 /*
  * Count the frame in @slot (@len bytes) on the QP (qps_txq_enqueue; its
  * head in *@head) and write it to the send queue. @more: another frame

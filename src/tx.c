@@ -83,6 +83,19 @@ static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id)
 	return n;
 }
 
+uint32_t qps_tx_reclaim_locked(struct qps_sq *sq)
+{
+	uint32_t n = sq->post_head - sq->post_tail;
+
+	if (!n)
+		return 0;
+	qps_tx_reap_upto(sq, sq->posted[(sq->post_head - 1) & sq->post_mask]);
+	sq->st.errors += n;
+	sq->st.reaped += n;
+	qps_txq_complete(sq->ctx->txq, (int)sq->idx, n);
+	return n;
+}
+
 /*
  * The completion side of @sq's QP: every CQE returns its slot and the
  * unsignalled ones posted before it; the WQEs reaped are counted, per poll
