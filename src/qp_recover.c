@@ -8,12 +8,14 @@
  * looking alive.
  *
  * So the send path marks the send queue (qp_err) when it reaps an error,
- * the receive path marks the context (rx_qp_err) and stops reposting, and
- * the next progress call (qps_tx_poll) brings the QP back through RESET,
- * the way a driver recovers a ring: ring what is pending (it is flushed,
- * and counted), reap until the device holds nothing of ours, RESET (which
- * empties both queues and takes the QP's CQEs back), up again to RTS, and
- * for the receiving QP repost every buffer no endpoint holds. Steering
+ * the receive path marks the context (rx_qp_err) when it sees one or its
+ * CQ overran (the lost completions took their buffers), and stops
+ * reposting; the next progress call (qps_tx_poll) brings the QP back
+ * through RESET, the way a driver recovers a ring: ring what is pending,
+ * ERR (the device completes all it holds), drain both CQs, RESET (which
+ * empties both queues and takes the QP's CQEs back), count what never
+ * completed as failed, up again to RTS, and for the receiving QP repost
+ * every buffer no endpoint holds. Steering
  * rules and group attachments belong to the QP number and survive RESET
  * (verbs, emu), so memberships stay. If bringing it up fails, the queue
  * is given up (qp_dead): its sends fail with -ENETDOWN from then on.
@@ -21,6 +23,8 @@
  * on packet an error completion fails its own WQE and nothing else.
  *
  * Locks: sq->lock of the failed queue, then rx_lock (the context's order).
+ * The flag is written under rx_lock and read here as a hint without it;
+ * nothing else is published through it, hence relaxed.
  */
 #include <string.h>
 
