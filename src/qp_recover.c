@@ -47,6 +47,12 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 
 	if (sq->qp_dead || !qps_qp_failed(sq))
 		return 0;
+	/* The send path counted it when it saw the error; the receive
+	 * path leaves it to us. */
+	if (!sq->qp_err) {
+		sq->qp_err = true;
+		sq->st.qp_errors++;
+	}
 	if (sq->unrung)
 		qps_db_ring_locked(sq, QPS_TXF_POLL);
 	/* ERR first (already there after an error completion): the device

@@ -168,6 +168,7 @@ static void test_recv_qp(void)
 	T_EQ(qp_fail(p.rx, p.rx->qp), 0);
 	T_GE(qps_ctx_progress(p.rx), 0);
 	st = recovered(p.rx, 1);
+	T_EQ(st.qp_errors, 1);
 	T_EQ(st.rx_errors, RX_DEPTH);
 	T_EQ(st.tx_errors, 0);
 	T_EQ(send_n(p.out, RX_DEPTH), RX_DEPTH);

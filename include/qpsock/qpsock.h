@@ -317,7 +317,8 @@ int qps_getpeername(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
 /**
  * qps_send - send one datagram to the connected peer. Returns @len.
  * -EDESTADDRREQ if not connected, -EMSGSIZE above the port's max payload,
- * -EAGAIN when the send queue is full and the call must not wait.
+ * -EAGAIN when the send queue is full and the call must not wait,
+ * -ENETDOWN when its send QP failed and could not be brought back.
  * QPS_MSG_MORE: more datagrams follow immediately; the doorbell may be
  * postponed until a send without it, a flush or progress call, or at most
  * db_delay_us (see "Batched sends and doorbells").
