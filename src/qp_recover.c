@@ -83,10 +83,10 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 	/* The device holds nothing of the QP now, and its CQEs are gone
 	 * from the CQ: what was posted and not reaped lost its completion
 	 * (an overrun) and is counted as failed. */
-	if (ret == 0)
+	if (ret == 0) {
 		qps_tx_reclaim_locked(sq);
-	if (ret == 0)
 		ret = qps_qp_up(ctx, sq->qp);
+	}
 	if (ret == 0 && ctx->tx_path == QPS_TX_PATH_DIRECT)
 		ret = qps_sq_mlx4_init(&sq->mlx4, sq->qp);
 	if (ret < 0) {
