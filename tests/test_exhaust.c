@@ -335,6 +335,18 @@ static int recv_all(struct qps_ep *ep)
 	return n;
 }
 
+/* @n one-byte datagrams @c from @out, then the doorbell; returns how many
+ * were accepted. */
+static int send_flush(struct qps_ep *out, const char *c, int n)
+{
+	int i, ok = 0;
+
+	for (i = 0; i < n; i++)
+		ok += qps_send(out, c, 1, 0) == 1;
+	T_GE(qps_ctx_flush(out->ctx), 0);
+	return ok;
+}
+
 #define TX_DEPTH 16
 
 /* Send queue full, device stopped: a non-blocking sender gets -EAGAIN
@@ -499,14 +511,12 @@ static void test_rxq_full(void)
 	struct qps_ep *out, *in;
 	struct sockaddr_in dst = t_sin("198.18.0.77", 9000);
 	struct qps_stats ts, rs;
-	int i, rcvbuf = 4, sent = 0, got;
+	int rcvbuf = 4, sent = 0, got;
 
 	in = receiver(&rx, "198.18.0.77", 64);
 	T_EQ(qps_setopt(in, QPS_OPT_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
 	out = sender(&tx, "198.18.0.76", 64, &dst);
-	for (i = 0; i < 16; i++)
-		sent += qps_send(out, "x", 1, 0) == 1;
-	T_GE(qps_ctx_flush(tx), 0);
+	sent += send_flush(out, "x", 16);
 	T_GE(qps_ctx_progress(rx), 0);
 	got = recv_all(in);
 	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
@@ -514,9 +524,7 @@ static void test_rxq_full(void)
 	T_EQ(rs.rx_queue_full, (uint64_t)(sent - rcvbuf));
 
 	/* Every buffer was returned: a full ring's worth still arrives. */
-	for (i = 0; i < rcvbuf; i++)
-		sent += qps_send(out, "y", 1, 0) == 1;
-	T_GE(qps_ctx_flush(tx), 0);
+	sent += send_flush(out, "y", rcvbuf);
 	got += recv_all(in);
 	t_check_delivery(tx, rx, (uint64_t)sent, (uint64_t)got, &ts, &rs);
 	T_EQ(got, 2 * rcvbuf);
@@ -542,9 +550,7 @@ static void test_cq_overrun(void)
 	out = sender(&tx, "198.18.0.78", 64, &dst);
 
 	/* Receive CQ. */
-	for (i = 0; i < 4; i++)
-		sent += qps_send(out, "x", 1, 0) == 1;
-	T_GE(qps_ctx_flush(tx), 0);
+	sent += send_flush(out, "x", 4);
 	qps_emu_inject_cq_overrun(rx->rx_cq);
 	ret = qps_ctx_progress(rx);
 	printf("\n    receive CQ overrun: progress %d (%s)\n", ret,
@@ -553,9 +559,7 @@ static void test_cq_overrun(void)
 	got += recv_all(in);
 	T_EQ(got, 4);
 	T_GE(qps_ctx_progress(rx), 0);
-	for (i = 0; i < 4; i++)
-		sent += qps_send(out, "y", 1, 0) == 1;
-	T_GE(qps_ctx_flush(tx), 0);
+	sent += send_flush(out, "y", 4);
 	got += recv_all(in);
 	T_EQ(got, 8);
 
