@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The netdev name given to the kernel-route helper (src/nl_neigh.c): it
- * goes to SO_BINDTODEVICE, so a name that does not fit IF_NAMESIZE must
- * fail with -ENAMETOOLONG rather than be cut to another interface's name;
- * the longest name that fits is kept whole. A refused destination is
+ * The netdev name given to the kernel-route helper
+ * (providers/common/nl_neigh.c): it goes to SO_BINDTODEVICE, so a name
+ * that does not fit IF_NAMESIZE must fail with -ENAMETOOLONG rather than
+ * be cut to another interface's name; the longest name that fits is kept
+ * whole. A refused destination is
  * reported once per destination and route generation, not on every send
  * (in a network namespace of its own; skipped without the right to make
  * one).

@@ -15,7 +15,7 @@
  *   routing      libnl-route-3: route lookup, neighbour table, netlink
  *                events bump route_gen
  *   multicast    PACKET_ADD_MEMBERSHIP + a kernel UDP socket's
- *                MCAST_JOIN_GROUP so the kernel speaks IGMP (src/igmp.c)
+ *                MCAST_JOIN_GROUP so the kernel speaks IGMP (common/igmp.c)
  *
  * Internal to providers/packet (and the tests).
  */
@@ -163,11 +163,11 @@ struct qps_packet_dev {
 	unsigned int nflows;
 	uint32_t flow_seq;
 	uint32_t qp_seq;
-	struct qps_igmp_memb *mcast;	/* src/igmp.h */
+	struct qps_igmp_memb *mcast;	/* common/igmp.h */
 
 	struct qps_sw_mr_table mrs;
 
-	struct qps_nl_route route;	/* src/nl_neigh.h */
+	struct qps_nl_route route;	/* common/nl_neigh.h */
 
 	/* Counters of destroyed QPs and flows (under lock). */
 	struct qps_dev_counters retired;

@@ -5,7 +5,7 @@
  *    membership socket, which programs the NIC's MAC filter (veth has
  *    none and delivers every group anyway);
  *  - L3: a kernel UDP socket joins the group on this interface, so the
- *    kernel sends the IGMP reports and answers queries (src/igmp.c).
+ *    kernel sends the IGMP reports and answers queries (common/igmp.c).
  * Joins are counted per (group, source); the last detach leaves.
  */
 #include "packet.h"
@@ -43,7 +43,7 @@ static void group_mac(struct in_addr group, uint8_t mac[6])
 	mac[5] = (uint8_t)g;
 }
 
-/* The L2 half of a membership, run by src/igmp.c around the L3 join. */
+/* The L2 half of a membership, run by common/igmp.c around the L3 join. */
 static int link_member(void *arg, struct in_addr group, bool add)
 {
 	struct qps_packet_dev *dev = arg;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Destination IPv4 -> next-hop MAC through the kernel's route and
- * neighbour tables on our interface: src/nl_neigh.c, shared with the
+ * neighbour tables on our interface: common/nl_neigh.c, shared with the
  * verbs provider. $QPS_PACKET_RESOLVE_MS bounds the wait for ARP.
  */
 #include "packet.h"

@@ -9,8 +9,8 @@
  *   verbs_flow.c   steering rules (ibv_create_flow) and their errors
  *   verbs_ud.c     GIDs, address handles, UD multicast attach
  *   verbs_neigh.c  next-hop MAC through the netdev's kernel tables
- *                  (src/nl_neigh.c), IGMP membership through the kernel
- *                  (src/igmp.c)
+ *                  (common/nl_neigh.c), IGMP membership through the kernel
+ *                  (common/igmp.c)
  *   verbs_mlx4.c   the opt-in mlx4 direct send path (mlx4dv, dlopened)
  *
  * One port per context: attr->dev (default $QPS_DEV) is "device[:port]",
@@ -66,7 +66,7 @@ struct qps_verbs_dev {
 	struct qps_nl_route route;	/* when ifindex */
 
 	pthread_mutex_t lock;		/* mcast list */
-	struct qps_igmp_memb *mcast;	/* src/igmp.h */
+	struct qps_igmp_memb *mcast;	/* common/igmp.h */
 	bool mcast_warned;		/* atomic: the no-IGMP warning is out */
 
 	/* mlx4 direct path (verbs_mlx4.c) */

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * What the kernel knows about the port's netdev, used as the packet
- * provider uses it (src/nl_neigh.c): the next-hop MAC of a destination
+ * provider uses it (common/nl_neigh.c): the next-hop MAC of a destination
  * from the route and neighbour tables, ARP triggered by the kernel when
  * there is no entry, -EHOSTUNREACH after $QPS_VERBS_RESOLVE_MS (3000)
  * without an answer; netlink events move route_gen.
  *
  * Multicast membership: the NIC sends no IGMP, so the kernel joins the
- * group on the netdev for us (src/igmp.c). The frames themselves reach
+ * group on the netdev for us (common/igmp.c). The frames themselves reach
  * the QP through steering rules (raw packet) or ibv_attach_mcast (UD).
  */
 #include <arpa/inet.h>
