@@ -3,7 +3,7 @@
  * Suite "mcast": multicast membership, steering-rule refcounting, early
  * demux and fan-out, source filters, unicast demux paths, per-packet
  * metadata, and join/leave/close racing with traffic (run under TSan by
- * tools/run-tests.sh), all on the emu provider.
+ * scripts/run-tests.sh), all on the emu provider.
  *
  * Every test opens its own wire, and destroys its contexts before
  * returning (also after a failed fatal assertion, at the next test or at

@@ -1301,7 +1301,7 @@ static void sockperf_vs_echo(const char *mode, const char *group,
 	double lat;
 
 	if (system("command -v sockperf >/dev/null 2>&1")) {
-		CU_FAIL("sockperf is not installed (tools/install-deps.sh "
+		CU_FAIL("sockperf is not installed (scripts/install-deps.sh "
 			"installs it)");
 		return;
 	}

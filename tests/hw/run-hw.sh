@@ -8,7 +8,7 @@
 # are in tests/hw/README.md. Never run in CI: there is no RDMA hardware.
 #
 # usage: run-hw.sh [options]
-#   -b DIR       build directory (default: build; built with tools/build.sh
+#   -b DIR       build directory (default: build; built with scripts/build.sh
 #                when it has no test binaries)
 #   -d DEV       RDMA device[:port] of this end (default mlx4_0:1)
 #   -D DEV       RDMA device[:port] of the other end on this host (two
@@ -118,7 +118,7 @@ if ((setup)); then
 fi
 
 if [[ ! -x "$bdir/tests/test_endpoint" ]]; then
-	"$root/tools/build.sh" "$bdir" >"$log/build.log" 2>&1 ||
+	"$root/scripts/build.sh" "$bdir" >"$log/build.log" 2>&1 ||
 		die "build failed: $log/build.log"
 fi
 
@@ -222,7 +222,7 @@ if ((!quick)); then
 	say ""
 	say "Reference: qps_bench doorbell on emu (not hardware):"
 	say '```'
-	"$bdir/tools/qps_bench" doorbell --rounds 3 --ms 200 2>&1 |
+	"$bdir/bench/qps_bench" doorbell --rounds 3 --ms 200 2>&1 |
 		tail -12 | tee -a "$summary"
 	say '```'
 fi

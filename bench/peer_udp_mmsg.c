@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * peer_udp_mmsg - the kernel UDP peer of tools/compare-peers: message rate
+ * peer_udp_mmsg - the kernel UDP peer of scripts/compare-peers: message rate
  * over loopback with sendmmsg/recvmmsg, measured like qps_send_bw so the
  * two can stand side by side.
  *

@@ -45,8 +45,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-bash tools/install-deps.sh
-bash tools/build.sh "$bdir"
+bash scripts/install-deps.sh
+bash scripts/build.sh "$bdir"
 
 if [[ "$bdir" = /* ]]; then
 	demo="$bdir/examples/qps_demo"

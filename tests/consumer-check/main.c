@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * An installed-library consumer: built by tools/run-tests.sh against
+ * An installed-library consumer: built by scripts/run-tests.sh against
  * `cmake --install` output, once through find_package(qpsock) and once
  * through pkg-config. It must compile and link; at run time it opens and
  * closes an emu context on the wire named by argv[1] (or prints the header

@@ -3,14 +3,14 @@
 # shellcheck disable=SC2317 # functions run indirectly (trap, step)
 #
 # run-tests.sh - everything CI checks, in order:
-#   deps        tools/install-deps.sh
-#   headers     tools/check-headers.sh (C and C++, version script vs header)
-#   static      tools/run-static.sh build-static (cppcheck + clang-tidy on
+#   deps        scripts/install-deps.sh
+#   headers     scripts/check-headers.sh (C and C++, version script vs header)
+#   static      scripts/run-static.sh build-static (cppcheck + clang-tidy on
 #               src/ and providers/; fails on any finding)
-#   build       tools/build.sh build (-Werror)
+#   build       scripts/build.sh build (-Werror)
 #   symbols     libqpsock.so exports exactly the header's functions
 #   ctest       ctest --output-on-failure in build
-#   build-asan  tools/build.sh build-asan -DQPS_SANITIZE=address (ASan+UBSan)
+#   build-asan  scripts/build.sh build-asan -DQPS_SANITIZE=address (ASan+UBSan)
 #   ctest-asan  ctest --output-on-failure in build-asan
 #   build-tsan  build-tsan -DQPS_SANITIZE=thread, only the suites whose
 #               receive paths race on purpose (test_mcast), the
@@ -20,11 +20,11 @@
 #   ctest-tsan  those suites under ThreadSanitizer
 #   install     cmake --install into a temporary prefix, then a consumer
 #               built with find_package(qpsock) and one with pkg-config
-#   valgrind    tools/run-valgrind.sh build (unit suites under memcheck)
+#   valgrind    scripts/run-valgrind.sh build (unit suites under memcheck)
 #   fuzz        tests/fuzz/run-fuzz.sh build-fuzz 30 (each libFuzzer
 #               harness for 30 s, clang, on its corpus + regressions)
-#   demo        tools/run-demo.sh (two processes on an emu wire)
-#   soak        build/tools/qps_soak --seconds 60 (3 processes x 2 threads
+#   demo        scripts/run-demo.sh (two processes on an emu wire)
+#   soak        build/bench/qps_soak --seconds 60 (3 processes x 2 threads
 #               on one emu wire, every flow reconciled; reliability.md)
 # A failed step does not stop independent later steps; the exit status is
 # non-zero if any step failed, and the last line is a plain summary.
@@ -207,8 +207,19 @@ install_check() {
 	test -f "$libdir/cmake/qpsock/qpsockConfig.cmake"
 	echo "install: ok: $prefix (libdir ${libdir#"$prefix"/})"
 
+	# 0. Installed programs find the library with no loader help.
+	local prog
+	for prog in qps_send_bw qps_send_lat qps_demo qps_echo; do
+		if env -u LD_LIBRARY_PATH ldd "$prefix/bin/$prog" |
+			grep 'not found'; then
+			echo "install: $prog does not find its libraries" >&2
+			return 1
+		fi
+	done
+	echo "install: programs run from $prefix/bin without LD_LIBRARY_PATH"
+
 	# 1. CMake consumer: find_package(qpsock) + qpsock::qpsock.
-	cmake -S tools/consumer-check -B "$tmp/consumer-cmake" \
+	cmake -S tests/consumer-check -B "$tmp/consumer-cmake" \
 		-DCMAKE_PREFIX_PATH="$prefix"
 	cmake --build "$tmp/consumer-cmake"
 	LD_LIBRARY_PATH="$libdir" "$tmp/consumer-cmake/consumer" "$wire_cmake"
@@ -224,14 +235,14 @@ install_check() {
 	echo "install: pkg-config --cflags --libs qpsock: $pcflags"
 	# shellcheck disable=SC2086 # pcflags is a list of words
 	"${CC:-cc}" -Wall -Wextra -Werror -o "$tmp/consumer-pc" \
-		tools/consumer-check/main.c $pcflags
+		tests/consumer-check/main.c $pcflags
 	LD_LIBRARY_PATH="$libdir" "$tmp/consumer-pc" "$wire_pc"
 }
 
-step deps bash tools/install-deps.sh
-step headers bash tools/check-headers.sh
-step static bash tools/run-static.sh build-static
-step build bash tools/build.sh build
+step deps bash scripts/install-deps.sh
+step headers bash scripts/check-headers.sh
+step static bash scripts/run-static.sh build-static
+step build bash scripts/build.sh build
 if ok build; then
 	step symbols check_symbols
 	step ctest run_ctest build
@@ -241,7 +252,7 @@ else
 	skip ctest "build failed"
 	skip install "build failed"
 fi
-step build-asan bash tools/build.sh build-asan \
+step build-asan bash scripts/build.sh build-asan \
 	-DQPS_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug
 if ok build-asan; then
 	step ctest-asan ctest_asan
@@ -255,14 +266,14 @@ else
 	skip ctest-tsan "build-tsan failed"
 fi
 if ok build; then
-	step valgrind bash tools/run-valgrind.sh build
+	step valgrind bash scripts/run-valgrind.sh build
 else
 	skip valgrind "build failed"
 fi
 step fuzz bash tests/fuzz/run-fuzz.sh build-fuzz "${QPS_FUZZ_SECONDS:-30}"
 if ok build; then
-	step demo env QPS_SKIP_DEPS=1 bash tools/run-demo.sh
-	step soak build/tools/qps_soak --seconds "${QPS_SOAK_SECONDS:-60}"
+	step demo env QPS_SKIP_DEPS=1 bash scripts/run-demo.sh
+	step soak build/bench/qps_soak --seconds "${QPS_SOAK_SECONDS:-60}"
 else
 	skip demo "build failed"
 	skip soak "build failed"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * qps_bench packet MODE [--json] [options]: one measurement of the packet
- * provider's side; tools/bench_packet.sh runs the modes side by side in
+ * provider's side; scripts/bench_packet.sh runs the modes side by side in
  * two network namespaces and prints the ratios.
  *
  *   tx-qps   --dev IF --dst IP [--port P] [--batch N] [--size B] [--secs S]

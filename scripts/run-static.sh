@@ -34,7 +34,7 @@ if [[ -z "${CLANG_TIDY:-}" ]]; then
 fi
 for t in "$cppcheck" "$CLANG_TIDY"; do
 	if ! command -v "$t" >/dev/null; then
-		echo "run-static: $t not found (tools/install-deps.sh installs it)" >&2
+		echo "run-static: $t not found (scripts/install-deps.sh installs it)" >&2
 		exit 2
 	fi
 done

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Plot `qps_bench doorbell --json` output: message rate by batch size.
 
-usage: tools/plot_doorbell.py RESULTS.jsonl OUT.png
+usage: scripts/plot_doorbell.py RESULTS.jsonl OUT.png
 
 One panel per cost model value, one line per (path, api). Needs gnuplot
 (Debian: gnuplot-nox); the JSON lines are read with the standard library.

@@ -16,7 +16,7 @@ set -euo pipefail
 # libnl-*-dev: route resolution; libcunit1-dev: tests; iproute2: ip(8);
 # libck-dev: Concurrency Kit's ck_ring, a peer in qps_bench prio;
 # sockperf, procps (sysctl): test_packet's kernel peer and namespace set-up;
-# netsniff-ng: trafgen, a peer in tools/bench_packet.sh.
+# netsniff-ng: trafgen, a peer in scripts/bench_packet.sh.
 # perftest: ib_send_bw/ib_send_lat/raw_ethernet_bw run unmodified on the
 # emu-backed libibverbs test double (tests/ibverbs_emu);
 # clang (+ libclang-rt-14-dev: libFuzzer), valgrind, cppcheck, clang-tidy,

@@ -18,7 +18,7 @@
 #     sockperf->qps_echo  kernel client against the qpsock server
 #   Sender pinned to CPU 0, receivers/servers to CPU 1.
 #
-# usage: tools/bench_packet.sh [--json] [--secs S] [--rounds R] [--build DIR]
+# usage: scripts/bench_packet.sh [--json] [--secs S] [--rounds R] [--build DIR]
 # Needs: qps_bench and qps_echo built in DIR (default build), trafgen
 # (netsniff-ng) and sockperf; a missing peer is reported and left out.
 set -euo pipefail
@@ -39,7 +39,7 @@ while [[ $# -gt 0 ]]; do
 	esac
 	shift
 done
-bench=$build/tools/qps_bench
+bench=$build/bench/qps_bench
 echo_bin=$build/examples/qps_echo
 if [[ $(id -u) -ne 0 ]]; then
 	echo "bench_packet: needs root (network namespaces, AF_PACKET)" >&2

@@ -16,7 +16,7 @@ static const struct {
 } qps_benches[] = {
 	{ "demux", qps_bench_demux, "receive demux: groups, subscribers, multicast ping-pong" },
 	{ "doorbell", qps_bench_doorbell, "postponed doorbells: send rate by batch size" },
-	{ "packet", qps_bench_packet, "packet provider: TX rates, ping-pong (tools/bench_packet.sh)" },
+	{ "packet", qps_bench_packet, "packet provider: TX rates, ping-pong (scripts/bench_packet.sh)" },
 	{ "prio", qps_bench_prio, "priority send queues vs a mutex and ck_ring" },
 	{ "txq", qps_bench_txq, "send-QP pick: cached vs hash vs flow table" },
 	{ NULL, NULL, NULL },
