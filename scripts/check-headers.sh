@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # check-headers.sh - the public header must compile alone, as C and as C++,
-# with no warnings; and src/libqpsock.map must export exactly the functions
-# it declares.
+# with no warnings; src/libqpsock.map must export exactly the functions
+# it declares; and docs/api.md must agree with it (check-api-doc.py).
 #
 # Environment: CC (default gcc), CXX (default g++; skipped if absent).
 set -euo pipefail
@@ -74,6 +74,14 @@ if [[ -f "$map" ]]; then
 	fi
 else
 	echo "check-headers: FAIL  $map missing" >&2
+	fail=1
+fi
+
+# docs/api.md states the same prototypes, errors and versions.
+if python3 "$root/scripts/check-api-doc.py" "$root"; then
+	echo "check-headers: ok    docs/api.md matches qpsock.h"
+else
+	echo "check-headers: FAIL  docs/api.md differs from qpsock.h" >&2
 	fail=1
 fi
 

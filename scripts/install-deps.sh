@@ -22,6 +22,7 @@ set -euo pipefail
 # clang (+ libclang-rt-14-dev: libFuzzer), valgrind, cppcheck, clang-tidy,
 # spin: the reliability checks (fuzzing, memcheck, static analysis, model
 # checking of the band ring and the owner hand-off).
+# python3: scripts/check-api-doc.py (docs/api.md against the header).
 PKGS=(
 	build-essential
 	cmake
@@ -44,6 +45,7 @@ PKGS=(
 	cppcheck
 	clang-tidy
 	spin
+	python3
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then

@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define QPS_VERSION_MAJOR 0
-#define QPS_VERSION_MINOR 1
+#define QPS_VERSION_MINOR 2
 
 struct qps_ctx;
 struct qps_ep;
@@ -371,8 +371,8 @@ int qps_set_nonblock(struct qps_ep *ep, int on);
  * qps_ep_fd - a descriptor that is readable (POLLIN/EPOLLIN) while the
  * endpoint has a datagram queued or the device has unprocessed receive
  * completions. Add it to epoll or poll; on readiness call qps_recv with
- * QPS_MSG_DONTWAIT (which progresses the device) until -EAGAIN. Owned by
- * the endpoint; closed by qps_ep_close.
+ * QPS_MSG_DONTWAIT (which progresses the device) until nothing is left.
+ * Owned by the endpoint; closed by qps_ep_close.
  */
 int qps_ep_fd(struct qps_ep *ep);
 
@@ -545,9 +545,9 @@ int qps_ud_local(struct qps_ctx *ctx, struct qps_ud_addr *out);
 /**
  * qps_ud_peer_set - where @peer->addr receives: its QPN and Q_Key (0 means
  * QPS_UD_QKEY); replaces what was set or learned. @peer->qpn 0 forgets
- * the address. -EINVAL: QPN above 0xffffff, a multicast, broadcast or
- * zero address; -EFAULT: NULL; -EOPNOTSUPP on a raw-transport context;
- * -ENOSPC when the peer table is full.
+ * the address. -EINVAL: a QPN of 0xffffff (the multicast QPN) or above, a
+ * multicast, broadcast or zero address; -EFAULT: NULL; -EOPNOTSUPP on a
+ * raw-transport context; -ENOSPC when the peer table is full.
  */
 int qps_ud_peer_set(struct qps_ctx *ctx, const struct qps_ud_addr *peer);
 
