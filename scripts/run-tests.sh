@@ -45,7 +45,8 @@ tmp=$(mktemp -d)
 # emu wires of the install check, removed on exit (steps run in subshells).
 wire_cmake="qpsck-$$-c"
 wire_pc="qpsck-$$-p"
-wires=("$wire_cmake" "$wire_pc")
+wire_readme="qpsck-$$-r"
+wires=("$wire_cmake" "$wire_pc" "$wire_readme")
 passed=()
 failed=()
 skipped=()
@@ -237,6 +238,14 @@ install_check() {
 	"${CC:-cc}" -Wall -Wextra -Werror -o "$tmp/consumer-pc" \
 		tests/consumer-check/main.c $pcflags
 	LD_LIBRARY_PATH="$libdir" "$tmp/consumer-pc" "$wire_pc"
+
+	# 3. The README's program, as printed, through pkg-config.
+	awk '/^## Using it/ { on = 1 } on && /^```c$/ { inc = 1; next }
+	     inc && /^```$/ { exit } inc' README.md > "$tmp/readme.c"
+	# shellcheck disable=SC2086 # pcflags is a list of words
+	"${CC:-cc}" -Wall -Wextra -Werror -o "$tmp/readme" "$tmp/readme.c" \
+		$pcflags
+	QPS_DEV="$wire_readme" LD_LIBRARY_PATH="$libdir" "$tmp/readme"
 }
 
 step deps bash scripts/install-deps.sh
