@@ -292,7 +292,6 @@ struct qps_emu_qp {
 	struct qps_emu_bf_latch bf_q[QPS_EMU_BF_LATCH];
 	uint8_t *frame;		/* engine scratch: QPS_EMU_FRAME_MAX */
 	struct qps_emu_qp_stats st;
-	uint8_t bf_reg[2 * QPS_EMU_BF_SIZE] __attribute__((aligned(64)));
 
 	/* Receive queue: ring in shared memory, wr_ids here. */
 	/* QP state (enum ibv_qp_state): stored under sq_lock + rq_lock +
@@ -348,6 +347,12 @@ struct qps_emu_dev {
 	/* Locked, not lock-free: the engine takes the lock per data
 	 * segment. */
 	struct qps_sw_mr_table mrs;
+
+	/* The BlueFlame register: one per device context, as on mlx4 (one
+	 * per UAR page), shared by every QP, and the state that serialises
+	 * writes to it (provider.h). A write names its QP in bf_qpn. */
+	uint8_t *bf_reg;	/* 2 * QPS_EMU_BF_SIZE, 64-byte aligned */
+	struct qps_mlx4_bf_state bf;
 
 	bool stepping;		/* atomic: doorbells only latch */
 	uint32_t cost_db_ns;	/* atomic: cost model, per doorbell write */

@@ -389,8 +389,9 @@ void qps_emu_db_write(struct qps_qp *q, uint32_t be_val)
 }
 
 /*
- * BlueFlame: the WQE is copied into one half of the register and the
- * device takes it from there, not from the ring. The register copy is
+ * BlueFlame: the WQE is copied into one half of the device context's
+ * register (shared by every QP: the writer holds its bf_state lock,
+ * provider.h) and the device takes it from there, not from the ring. The register copy is
  * latched (the device's internal buffer) so that stepping mode can run it
  * later and a rewrite of the ring meanwhile changes nothing.
  */
@@ -398,11 +399,12 @@ void qps_emu_bf_copy(struct qps_qp *q, void *dst, const void *src,
 		     size_t len)
 {
 	struct qps_emu_qp *qp = qps_emu_qp(q);
+	const uint8_t *reg = qps_emu_dev(q->dev)->bf_reg;
 	uint8_t *d = dst;
 	const struct mlx4_wqe_ctrl_seg *ctrl = (const void *)d;
 
 	cost_spin(&qps_emu_dev(q->dev)->cost_bf_ns);
-	if ((d != qp->bf_reg && d != qp->bf_reg + QPS_EMU_BF_SIZE) || !src ||
+	if ((d != reg && d != reg + QPS_EMU_BF_SIZE) || !src ||
 	    !len || len > QPS_EMU_BF_SIZE || len % QPS_EMU_WQEBB) {
 		qps_emu_count(&qp->st.bf_bad, 1);
 		return;
