@@ -283,6 +283,7 @@ struct qps_emu_qp {
 	uint64_t *wrid;
 	uint32_t sq_head;	/* producer index */
 	uint32_t sq_tail;	/* completed index: poll_cq release-stores */
+	bool keep_sq_index;	/* test hook: RESET leaves sq_head/sq_tail */
 
 	/* The device side of the SQ: runs in whichever thread rings. */
 	pthread_mutex_t eng_lock;
@@ -733,6 +734,11 @@ uint32_t *qps_emu_test_rq_head(struct qps_qp *qp);
 /* The shared state of @qp's RQ / of @cq, as peers see them. */
 struct qps_emu_shm_rq *qps_emu_test_shm_rq(struct qps_qp *qp);
 struct qps_emu_shm_cq *qps_emu_test_shm_cq(struct qps_cq *cq);
+/* @on: RESET leaves @qp's producer and completion indices where they
+ * were while the device restarts at WQE 0 (a provider that forgets its
+ * own indices on RESET, as the verbs direct path once did). Under no
+ * lock: set it while the QP is idle. */
+void qps_emu_test_keep_sq_index(struct qps_qp *qp, bool on);
 /* The port index of @dev on its wire. */
 unsigned int qps_emu_test_port(struct qps_dev *dev);
 /* Call @fn for every frame @dev's send engine puts on the wire, in the

@@ -107,6 +107,8 @@ int qps_emu_sq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap)
 void qps_emu_sq_reset(struct qps_emu_qp *qp)
 {
 	uint32_t stride = 1u << qp->wqe_shift, i;
+	uint32_t head = qp->keep_sq_index ? qp->sq_head : 0;
+	uint32_t tail = qp->keep_sq_index ? qp->sq_tail : 0;
 
 	memset(qp->sq_buf, 0, (size_t)qp->wqe_cnt << qp->wqe_shift);
 	/* As mlx4_qp_init_sq_ownership: every slot software-owned for the
@@ -119,14 +121,19 @@ void qps_emu_sq_reset(struct qps_emu_qp *qp)
 		stamp_wqe(qp, i);
 	}
 	memset(qp->wrid, 0, qp->wqe_cnt * sizeof(*qp->wrid));
-	qp->sq_head = 0;
+	qp->sq_head = head;
 	qp->bf_first = 0;
 	qp->bf_n = 0;
 	qp->db_pending = false;
 	/* Release: pairs with post_send's acquire of sq_tail and poll_cq's
 	 * acquire of ci (no completion of the old ring is accepted now). */
-	__atomic_store_n(&qp->sq_tail, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&qp->sq_tail, tail, __ATOMIC_RELEASE);
 	__atomic_store_n(&qp->ci, 0, __ATOMIC_RELEASE);
+}
+
+void qps_emu_test_keep_sq_index(struct qps_qp *q, bool on)
+{
+	qps_emu_qp(q)->keep_sq_index = on;
 }
 
 void qps_emu_sq_fini(struct qps_emu_qp *qp)

@@ -197,3 +197,12 @@ void qps_verbs_mlx4_complete(struct qps_verbs_qp *vq, struct ibv_wc *wc,
 	 * below the tail are free for the core to rewrite. */
 	__atomic_store_n(&vq->tail, tail, __ATOMIC_RELEASE);
 }
+
+void qps_verbs_mlx4_reset(struct qps_verbs_qp *vq)
+{
+	memset(vq->wrid, 0, (size_t)vq->wqe_cnt * sizeof(*vq->wrid));
+	vq->head = 0;
+	/* Release: pairs with the acquire in qps_sq_mlx4_room() and
+	 * qps_sq_mlx4_init(); the QP is out of RTS, nobody posts. */
+	__atomic_store_n(&vq->tail, 0, __ATOMIC_RELEASE);
+}
