@@ -85,6 +85,8 @@ static int qps_ctx_tx_path(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 	     ctx->transport != QPS_TRANSPORT_RAW))
 		return -EOPNOTSUPP;
 	ctx->tx_path = path;
+	ctx->tx_ops = path == QPS_TX_PATH_DIRECT ? &qps_sq_path_mlx4 :
+						   &qps_sq_path_generic;
 	return 0;
 }
 

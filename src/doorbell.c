@@ -45,12 +45,12 @@ uint64_t qps_now_ns(void)
  * every WQE rung is reaped without waiting for a later send that may
  * never come: a flow's in-flight count drains (docs/txq_select.md), and
  * a flush, a close or a sender waiting for a slot finds its WQEs done.
- * sq_generic.c and sq_mlx4.c set the flag; it is counted here.
+ * The send path (sq_path.h) sets the flag; it is counted here.
  */
 int qps_db_ring_locked(struct qps_sq *sq, enum qps_txf cause)
 {
-	uint32_t n = sq->unrung;
-	int ret = 0;
+	uint32_t n = sq->unrung, bf = 0;
+	int ret;
 
 	if (!n)
 		return 0;
@@ -60,15 +60,10 @@ int qps_db_ring_locked(struct qps_sq *sq, enum qps_txf cause)
 		sq->st.signaled++;
 		sq->since_sig = 0;
 	}
-	if (sq->ctx->tx_path == QPS_TX_PATH_DIRECT) {
-		if (qps_sq_mlx4_ring(&sq->mlx4) == QPS_SQ_RANG_BF)
-			sq->st.bf++;
-		sq->st.doorbells++;
-	} else {
-		ret = qps_sq_generic_ring(sq);
-		if (ret > 0)
-			sq->st.doorbells += (uint64_t)ret;
-	}
+	ret = sq->path->ring(sq, &bf);
+	if (ret > 0)
+		sq->st.doorbells += (uint64_t)ret;
+	sq->st.bf += bf;
 	sq->unrung = 0;
 	sq->st.flush[cause]++;
 	/* Relaxed: the flusher reads it as a hint and decides under

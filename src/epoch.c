@@ -18,13 +18,6 @@
 
 #include "qps_int.h"
 
-static inline void qps_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 void qps_epoch_enter(struct qps_epoch *e)
 {
 	/* Only this slot's poller (under its queue lock) stores seq. */

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "mpsc_ring.h"
+#include "udma.h"
 #include "prio_bands.h"
 
 const uint8_t qps_prio2band[QPS_PRIO_MAX + 1] = {
@@ -246,18 +247,6 @@ static int64_t qps_prio_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* A spin-wait hint: lets the sibling hyperthread run, saves power. */
-static inline void qps_prio_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#else
-	atomic_signal_fence(memory_order_seq_cst);
-#endif
-}
-
 /*
  * Owner, bands found empty while other producers are active: rather than
  * release at once, poll the head cell of every band, every
@@ -301,7 +290,7 @@ static bool qps_prio_linger(struct qps_prio *b, int64_t until)
 		int64_t look = now + QPS_PRIO_LINGER_POLL_NS;
 
 		do {
-			qps_prio_relax();
+			qps_cpu_relax();
 			now = qps_prio_now_ns();
 		} while (now < look);
 		if (atomic_load_explicit(&b->paused, memory_order_relaxed))

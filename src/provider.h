@@ -13,11 +13,14 @@
 #ifndef QPS_PROVIDER_H
 #define QPS_PROVIDER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <netinet/in.h>
 #include <infiniband/verbs.h>
+
+#include "udma.h"
 
 struct qps_provider_ops;
 
@@ -122,11 +125,41 @@ struct qps_dev_counters {
 };
 
 /*
+ * A device context's BlueFlame register state. On mlx4 the register is
+ * one per device context (per UAR page), not per QP: every send queue of
+ * the context writes the same two halves, each send queue under its own
+ * lock, so two of them writing at once would interleave their 64-byte
+ * stores in one write-combining buffer and the device would take a WQE
+ * made of both. Writes are therefore serialised per context, as libmlx4
+ * does with its bf_lock: @lock is held around choosing the half, the WC
+ * copy and its flush. The provider owns it (one per device context, the
+ * lock initialised at open) and hands the same one to every QP.
+ */
+struct qps_mlx4_bf_state {
+	pthread_spinlock_t lock;
+	uint32_t off;		/* the half for the next write; under lock */
+};
+
+/*
  * The mlx4 direct path: what mlx4dv_init_obj gives for a QP, plus the two
- * MMIO writes. On hardware @db_write is a 32-bit store to UAR +
- * MLX4_SEND_DOORBELL and @bf_copy a 64-byte-granular WC copy; on emu they
- * are the device's register handlers. The core writes WQEs into @buf with
- * the infiniband/mlx4dv.h helpers, owner word last, then rings.
+ * register writes. The core writes WQEs into @buf with the
+ * infiniband/mlx4dv.h helpers, owner word last, then rings. Who issues
+ * which barrier:
+ *  - @db_write (hardware: one 32-bit store of @be_val to UAR +
+ *    MLX4_SEND_DOORBELL, qps_mmio_write32_be). The core issues
+ *    qps_udma_to_device_barrier() before the call (WQE stores reach
+ *    memory before the register store); the provider issues none inside,
+ *    and an uncached store needs no flush after.
+ *  - @bf_copy (hardware: 64-byte-granular stores of @len bytes into the
+ *    write-combining register half @dst). The core issues
+ *    qps_udma_to_device_barrier() before, then takes @bf_state->lock and
+ *    issues qps_mmio_wc_start(); the provider does the WC stores inside;
+ *    the core issues qps_mmio_flush_writes() after, toggles the half and
+ *    unlocks, so the next writer's stores never share the buffer.
+ * On emu both are the device's register handlers. After a RESET the
+ * device starts again at WQE 0: the provider then reports *@head ==
+ * *@tail == 0 (restarting its own indices, as libmlx4 does), and the core
+ * refuses a ring that did not restart (-EPROTO).
  */
 struct qps_mlx4_sq {
 	void *buf;		/* SQ ring: wqe_cnt WQEBBs of 1 << wqe_shift */
@@ -139,8 +172,11 @@ struct qps_mlx4_sq {
 	uint32_t *head;		/* producer index shared with post_send */
 	const uint32_t *tail;	/* completion index, advanced by poll_cq */
 	void (*db_write)(struct qps_qp *qp, uint32_t be_val);
-	void *bf_reg;		/* BlueFlame register, NULL if none */
+	/* The device context's BlueFlame register (both halves), NULL if
+	 * none; the same for every QP of the context, as is @bf_state. */
+	void *bf_reg;
 	uint32_t bf_buf_size;	/* half of the register: 256 on ConnectX-3 */
+	struct qps_mlx4_bf_state *bf_state;
 	void (*bf_copy)(struct qps_qp *qp, void *dst, const void *src,
 			size_t len);
 };

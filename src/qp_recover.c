@@ -87,8 +87,9 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 		qps_tx_reclaim_locked(sq);
 		ret = qps_qp_up(ctx, sq->qp);
 	}
-	if (ret == 0 && ctx->tx_path == QPS_TX_PATH_DIRECT)
-		ret = qps_sq_mlx4_init(&sq->mlx4, sq->qp);
+	/* The device starts again at WQE 0: so must the send path. */
+	if (ret == 0)
+		ret = sq->path->reset(sq);
 	if (ret < 0) {
 		qps_log_err("send queue %u: QP %u could not be brought back "
 			    "from the error state (%d); its sends fail from "

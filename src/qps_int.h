@@ -111,23 +111,6 @@ enum qps_txf {
 	QPS_TXF_MAX
 };
 
-/* What qps_sq_mlx4_ring() wrote. */
-enum { QPS_SQ_RANG_NONE = 0, QPS_SQ_RANG_DB = 1, QPS_SQ_RANG_BF = 2 };
-
-/*
- * The mlx4 direct send queue (sq_mlx4.c): the provider's ring, written by
- * the core. Under the lock of the struct qps_sq that holds it (sq.h).
- */
-struct qps_sq_mlx4 {
-	struct qps_qp *qp;
-	struct qps_mlx4_sq m;
-	uint32_t head;		/* next WQE index */
-	uint32_t rung;		/* head when the device was last rung */
-	uint32_t max_inline;	/* frames up to this size are inlined */
-	uint32_t bf_off;	/* BlueFlame half for the next write */
-	bool bf;		/* BlueFlame allowed (bf_reg present) */
-};
-
 /*
  * The bounded-delay flusher (doorbell.c): one thread per context, started
  * on the first postponed doorbell of any send queue, asleep while nothing
@@ -200,6 +183,7 @@ struct qps_ep {
 };
 
 struct qps_sq;	/* sq.h */
+struct qps_sq_path;	/* sq_path.h */
 
 struct qps_ctx {
 	struct qps_dev *dev;
@@ -228,6 +212,7 @@ struct qps_ctx {
 	uint8_t *tx_buf;		/* nsq * tx_depth slots */
 	struct qps_mr *tx_mr;
 	uint32_t tx_path;		/* QPS_TX_PATH_GENERIC or _DIRECT */
+	const struct qps_sq_path *tx_ops;	/* its table (sq_path.h) */
 	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
 	uint32_t tx_signal;		/* completion every N WQEs (sq_*.c) */
 	uint32_t transport;		/* enum qps_transport */
@@ -295,14 +280,6 @@ void qps_sq_unlock_all(struct qps_ctx *ctx);
 /* Every send queue in turn: ring a postponed doorbell for @cause, reap
  * completions. Returns the completions reaped or -errno. */
 int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause);
-
-/* sq_mlx4.c: the direct path */
-int qps_sq_mlx4_init(struct qps_sq_mlx4 *sq, struct qps_qp *qp);
-uint32_t qps_sq_mlx4_room(const struct qps_sq_mlx4 *sq);
-int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
-		      uint32_t len, uint32_t lkey, uint64_t wr_id,
-		      bool signaled);
-int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq);
 
 /* doorbell.c: the bounded-delay flusher (per send queue: sq.h) */
 int qps_db_init(struct qps_ctx *ctx);

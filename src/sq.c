@@ -3,7 +3,7 @@
  * Send queue lifetime: each of a context's send queues gets its CQ, a
  * raw-packet QP (UD transport: a UD QP brought up to RTS, and a
  * destination per slot), its slice of the registered slot buffer, a
- * free-slot stack and WRs, and on the direct path the mlx4 ring. Send
+ * free-slot stack and WRs, and the send path's own state (sq_path.h). Send
  * queue 0's QP also receives into ctx->rx_cq; the others have no receive
  * queue (max_recv_wr 0), and name their own send CQ as receive CQ because
  * some providers (packet, libibverbs) refuse a QP without one.
@@ -45,6 +45,7 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 
 	sq->ctx = ctx;
 	sq->idx = idx;
+	sq->path = ctx->tx_ops;
 	ret = pthread_mutex_init(&sq->lock, NULL);
 	if (ret)
 		return -ret;
@@ -115,9 +116,7 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	 * (source, destination) pair; spreading the queues' starting points
 	 * keeps a flow that moves from repeating its recent IDs. */
 	sq->ip_id = (uint16_t)(idx * (65536u / ctx->nsq));
-	if (ctx->tx_path == QPS_TX_PATH_DIRECT)
-		return qps_sq_mlx4_init(&sq->mlx4, sq->qp);
-	return 0;
+	return sq->path->init(sq);
 }
 
 int qps_sqs_create(struct qps_ctx *ctx)

@@ -30,6 +30,8 @@
 
 #include "prio_bands.h"
 #include "qps_int.h"
+#include "sq_mlx4.h"
+#include "sq_path.h"
 
 /* Send-path counters of one send queue (struct qps_stats tx_*). */
 struct qps_sq_stats {
@@ -68,6 +70,7 @@ struct qps_sq {
 	uint32_t idx;			/* QP index for txq_select */
 	struct qps_qp *qp;
 	struct qps_cq *cq;		/* send completions of qp only */
+	const struct qps_sq_path *path;	/* ctx->tx_ops (sq_path.h) */
 	uint8_t *buf;			/* ctx->tx_depth slots in ctx->tx_mr */
 	bool lock_init;
 	/* Priority bands: producers enqueue slot indexes (+1) without
@@ -152,13 +155,6 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 /* The end of a send call on @sq: ring now, or (@more) leave the doorbell
  * to the next call, a flush or the bounded delay. */
 int qps_tx_end_locked(struct qps_sq *sq, bool more);
-
-/* sq_generic.c: the WR chain path */
-/* Chain @slot's WR; @signaled: it asks for a completion (the chain's
- * tail is made to at ring time regardless). */
-void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len,
-			bool signaled);
-int qps_sq_generic_ring(struct qps_sq *sq);
 
 /* qp_recover.c: under sq->lock; bring the QP back if it failed (0 when
  * it had not), -EAGAIN while the device still holds WQEs of it. */

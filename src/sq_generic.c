@@ -19,8 +19,10 @@
 
 #define QPS_SQ_GENERIC_TRIES 1000
 
-void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len,
-			bool signaled)
+/* Chain @slot's WR; @signaled: it asks for a completion (the chain's
+ * tail is made to at ring time regardless). */
+static int qps_sq_generic_write(struct qps_sq *sq, uint32_t slot,
+				uint32_t len, bool signaled)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	struct ibv_send_wr *wr = &sq->wr[slot];
@@ -49,6 +51,7 @@ void qps_sq_generic_put(struct qps_sq *sq, uint32_t slot, uint32_t len,
 	else
 		sq->pend_head = wr;
 	sq->pend_tail = wr;
+	return 0;
 }
 
 /*
@@ -90,11 +93,12 @@ static void qps_sq_generic_drop(struct qps_sq *sq)
  * then dropped do they wait for the QP's next signalled WR (or its flush
  * on an error): a provider refused a chain it had room for.
  */
-int qps_sq_generic_ring(struct qps_sq *sq)
+static int qps_sq_generic_ring(struct qps_sq *sq, uint32_t *bf)
 {
 	const struct qps_provider_ops *ops = sq->ctx->ops;
 	int rung = 0, tries = 0;
 
+	*bf = 0;
 	if (sq->pend_tail)
 		sq->pend_tail->send_flags |= IBV_SEND_SIGNALED;
 	while (sq->pend_head) {
@@ -124,3 +128,34 @@ int qps_sq_generic_ring(struct qps_sq *sq)
 	}
 	return rung;
 }
+
+/* Nothing to take over: the WRs and SGEs are the send queue's (sq.c). */
+static int qps_sq_generic_init(struct qps_sq *sq)
+{
+	sq->pend_head = sq->pend_tail = NULL;
+	return 0;
+}
+
+/* The provider restarted its own ring; the chain was posted or dropped
+ * before the QP left RTS (qp_recover.c rings what is pending first). */
+static int qps_sq_generic_reset(struct qps_sq *sq)
+{
+	return sq->pend_head ? -EPROTO : 0;
+}
+
+/* post_send answers a full queue itself (-ENOMEM, handled at ring time):
+ * only the slots bound what can be written. */
+static uint32_t qps_sq_generic_room(const struct qps_sq *sq)
+{
+	(void)sq;
+	return UINT32_MAX;
+}
+
+const struct qps_sq_path qps_sq_path_generic = {
+	.name = "generic",
+	.init = qps_sq_generic_init,
+	.reset = qps_sq_generic_reset,
+	.room = qps_sq_generic_room,
+	.write = qps_sq_generic_write,
+	.ring = qps_sq_generic_ring,
+};

@@ -31,25 +31,13 @@
 #include <string.h>
 #include <infiniband/mlx4dv.h>
 
-#include "qps_int.h"
+#include "sq.h"
 
 #define QPS_MLX4_WQEBB 64u
 #define QPS_MLX4_STAMP 0xffffffffu
 #define QPS_MLX4_OWNER (1u << 31)
 #define QPS_MLX4_BF_MAX 512u	/* largest register half we stage */
 #define QPS_MLX4_SHIFT_MAX 12
-
-/*
- * Stores before it reach memory before stores after it, device included
- * (rdma-core's udma_to_device_barrier: a compiler barrier on x86). The
- * thread sanitizer has no fences; there a compiler barrier stands in, and
- * the ordering it checks comes from the owner word's release store.
- */
-#ifdef __SANITIZE_THREAD__
-#define qps_udma_to_device_barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
-#else
-#define qps_udma_to_device_barrier() __atomic_thread_fence(__ATOMIC_RELEASE)
-#endif
 
 static uint8_t *qps_sq_mlx4_slot(const struct qps_sq_mlx4 *sq, uint32_t ind)
 {
@@ -83,13 +71,19 @@ int qps_sq_mlx4_init(struct qps_sq_mlx4 *sq, struct qps_qp *qp)
 	    !m->max_post || m->max_post + m->spare_wqes > m->wqe_cnt ||
 	    !m->wrid || !m->head || !m->tail || !m->db_write)
 		return -EPROTO;
+	/* A new QP, or one back from RESET: the device starts at WQE 0 and
+	 * holds nothing, so must the ring. A provider that kept its indices
+	 * across the RESET would have us write where the device never
+	 * looks. Acquire: pairs with poll_cq's release of the tail. */
+	if (*m->head != 0 || __atomic_load_n(m->tail, __ATOMIC_ACQUIRE) != 0)
+		return -EPROTO;
 	stride = 1u << m->wqe_shift;
 	cap = qps_sq_mlx4_inline_cap(stride);
 	sq->qp = qp;
 	sq->max_inline = qp->cap.max_inline_data < cap ?
 			 qp->cap.max_inline_data : cap;
-	sq->head = sq->rung = *m->head;
-	sq->bf = m->bf_reg && m->bf_copy && m->bf_buf_size &&
+	sq->head = sq->rung = 0;
+	sq->bf = m->bf_reg && m->bf_copy && m->bf_state && m->bf_buf_size &&
 		 m->bf_buf_size % QPS_MLX4_WQEBB == 0 &&
 		 m->bf_buf_size <= QPS_MLX4_BF_MAX;
 	return 0;
@@ -219,6 +213,30 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 }
 
 /*
+ * One BlueFlame write of the @bytes of @img. The register is the device
+ * context's, shared by all its send queues (provider.h): its lock makes
+ * the choice of half, the WC stores and their flush one step, as
+ * libmlx4's bf_lock does. The lock is taken after the caller's barrier;
+ * qps_mmio_wc_start() keeps our earlier stores ahead of the WC burst on
+ * CPUs where taking a lock does not, and the flush before the unlock
+ * empties the WC buffer before the next writer fills it.
+ */
+static void qps_sq_mlx4_bf_write(struct qps_sq_mlx4 *sq, const void *img,
+				 uint32_t bytes)
+{
+	struct qps_mlx4_bf_state *bf = sq->m.bf_state;
+
+	pthread_spin_lock(&bf->lock);
+	qps_mmio_wc_start();
+	sq->m.bf_copy(sq->qp, (uint8_t *)sq->m.bf_reg + bf->off, img, bytes);
+	qps_mmio_flush_writes();
+	/* Alternate halves: back-to-back writes never share a
+	 * write-combining buffer. */
+	bf->off ^= sq->m.bf_buf_size;
+	pthread_spin_unlock(&bf->lock);
+}
+
+/*
  * Wake the device for every WQE written since the last call. Returns
  * QPS_SQ_RANG_BF, QPS_SQ_RANG_DB, or QPS_SQ_RANG_NONE when nothing waited.
  */
@@ -252,15 +270,10 @@ int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq)
 		c->owner_opcode |= htobe32((last & 0xffff) << 8);
 		c->bf_qpn |= sq->m.doorbell_qpn;
 		/* The earlier unrung WQEs in the ring are visible before
-		 * the register write that makes the device run them
-		 * (mmio_wc_start); the device reads their owner words with
-		 * acquire. */
+		 * the register write that makes the device run them; the
+		 * device reads their owner words with acquire. */
 		qps_udma_to_device_barrier();
-		sq->m.bf_copy(sq->qp, (uint8_t *)sq->m.bf_reg + sq->bf_off,
-			      img, bytes);
-		/* Alternate halves: back-to-back writes never share a
-		 * write-combining buffer. */
-		sq->bf_off ^= sq->m.bf_buf_size;
+		qps_sq_mlx4_bf_write(sq, img, bytes);
 		return QPS_SQ_RANG_BF;
 	}
 	/* The WQEs before the doorbell write (as above). */
@@ -268,3 +281,43 @@ int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq)
 	sq->m.db_write(sq->qp, sq->m.doorbell_qpn);
 	return QPS_SQ_RANG_DB;
 }
+
+/* The send-path table (sq_path.h) over the functions above. */
+static int qps_sq_mlx4_path_init(struct qps_sq *sq)
+{
+	return qps_sq_mlx4_init(&sq->mlx4, sq->qp);
+}
+
+static uint32_t qps_sq_mlx4_path_room(const struct qps_sq *sq)
+{
+	return qps_sq_mlx4_room(&sq->mlx4);
+}
+
+static int qps_sq_mlx4_path_write(struct qps_sq *sq, uint32_t slot,
+				  uint32_t len, bool signaled)
+{
+	const struct qps_ctx *ctx = sq->ctx;
+
+	return qps_sq_mlx4_write(&sq->mlx4,
+				 sq->buf + (size_t)slot * ctx->tx_slot_size,
+				 len, ctx->tx_mr->lkey, slot, signaled);
+}
+
+static int qps_sq_mlx4_path_ring(struct qps_sq *sq, uint32_t *bf)
+{
+	int ret = qps_sq_mlx4_ring(&sq->mlx4);
+
+	*bf = ret == QPS_SQ_RANG_BF;
+	return ret != QPS_SQ_RANG_NONE;
+}
+
+const struct qps_sq_path qps_sq_path_mlx4 = {
+	.name = "mlx4",
+	.init = qps_sq_mlx4_path_init,
+	/* After RESET the ring is taken over again, and must have
+	 * restarted at WQE 0 (qps_sq_mlx4_init checks). */
+	.reset = qps_sq_mlx4_path_init,
+	.room = qps_sq_mlx4_path_room,
+	.write = qps_sq_mlx4_path_write,
+	.ring = qps_sq_mlx4_path_ring,
+};

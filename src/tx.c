@@ -4,8 +4,8 @@
  * cached pick of a connected endpoint, the flow table for the others),
  * build the frame in one of that queue's registered slots (under sq->lock)
  * and hand the slot, without the lock, to the queue's priority band
- * (prio_bands.c); the band owner posts it, direct (sq_mlx4.c) or as a WR
- * chain (sq_generic.c), taking sq->lock in the post callback. Lock-free:
+ * (prio_bands.c); the band owner posts it through the queue's send path
+ * (sq_path.h), taking sq->lock in the post callback. Lock-free:
  * the hand-over and the choice of the one transmitter; under sq->lock:
  * slots, frame build, WQEs, doorbell, reaping (docs/prio_queues.md,
  * "Integration"). "More follows" (QPS_MSG_MORE, the rest of a
@@ -14,7 +14,7 @@
  * completes, and the completion is counted for the flow table's in-flight
  * rule. Completion moderation: a WQE asks for a completion every
  * ctx->tx_signal WQEs and the last one before each doorbell always does
- * (doorbell.c, sq_generic.c, sq_mlx4.c); a completion returns every slot
+ * (doorbell.c and the send path); a completion returns every slot
  * posted up to its own, in the order they were posted.
  */
 #include <arpa/inet.h>
@@ -177,13 +177,10 @@ int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
 	return err ? err : total;
 }
 
-/* Room for one more WQE: a free slot and, direct, a free ring entry. */
+/* Room for one more WQE: a free slot and room on the send path. */
 static bool qps_tx_room_locked(const struct qps_sq *sq)
 {
-	if (!sq->nfree)
-		return false;
-	return sq->ctx->tx_path != QPS_TX_PATH_DIRECT ||
-	       qps_sq_mlx4_room(&sq->mlx4) > 0;
+	return sq->nfree && sq->path->room(sq) > 0;
 }
 
 int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
@@ -200,20 +197,14 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 	/* Every tx_signal-th WQE asks for a completion; the last one before
 	 * a doorbell is made to at ring time (qps_db_ring_locked). */
 	sig = sq->since_sig + 1 >= ctx->tx_signal;
-	if (ctx->tx_path == QPS_TX_PATH_DIRECT) {
-		ret = qps_sq_mlx4_write(&sq->mlx4, sq->buf +
-					(size_t)slot * ctx->tx_slot_size, len,
-					ctx->tx_mr->lkey, slot, sig);
-		if (ret < 0) {
-			/* Posted by the band owner after its sender returned:
-			 * tx_errors is where the loss shows. */
-			sq->st.errors++;
-			qps_txq_enqueue_cancel(ctx->txq, (int)sq->idx, 1);
-			qps_tx_slot_put(sq, slot);
-			return ret;
-		}
-	} else {
-		qps_sq_generic_put(sq, slot, len, sig);
+	ret = sq->path->write(sq, slot, len, sig);
+	if (ret < 0) {
+		/* Posted by the band owner after its sender returned:
+		 * tx_errors is where the loss shows. */
+		sq->st.errors++;
+		qps_txq_enqueue_cancel(ctx->txq, (int)sq->idx, 1);
+		qps_tx_slot_put(sq, slot);
+		return ret;
 	}
 	qps_tx_posted_push(sq, slot);
 	if (sig) {

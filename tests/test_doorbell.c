@@ -974,7 +974,7 @@ static void blueflame(void)
 	/* Small (a 142-byte frame inline: a 192-byte WQE): BlueFlame. */
 	EQ(qps_emu_qp_counters(x.qp, &c0), 0);
 	EQ(burst(&x, &sq, small, 1, 0, bi.mac), QPS_SQ_RANG_BF);
-	EQ(sq.bf_off, 256);			/* the other half next */
+	EQ(sq.m.bf_state->off, 256);			/* the other half next */
 	recv_check(rx, 0, 100);
 	/* Large (442 bytes inline: a 512-byte WQE): the doorbell. */
 	EQ(burst(&x, &sq, large, 1, 1, bi.mac), QPS_SQ_RANG_DB);
@@ -995,7 +995,7 @@ static void blueflame(void)
 	EQ(burst(&x, &sq, big, 2, 30, bi.mac), QPS_SQ_RANG_BF);
 	recv_check(rx, 30, 1400);
 	recv_check(rx, 31, 1000);
-	EQ(sq.bf_off, 256);
+	EQ(sq.m.bf_state->off, 256);
 	/* Nothing written: nothing rung. */
 	EQ(qps_sq_mlx4_ring(&sq), QPS_SQ_RANG_NONE);
 	EQ(qps_emu_qp_counters(x.qp, &c1), 0);

@@ -19,6 +19,7 @@
 
 #include "qps_int.h"
 #include "sq.h"
+#include "emu/emu.h"
 
 #define IP_TX "198.18.0.91"
 #define IP_RX "198.18.0.92"
@@ -315,6 +316,47 @@ static void test_dead(void)
 	t_suite_end();
 }
 
+/*
+ * After RESET the device starts again at WQE 0. A provider that kept its
+ * ring indices (emu told to, as the verbs direct path did) would have
+ * the direct path write where the device never looks until the slots
+ * run out: the send path must refuse that ring (qps_sq_mlx4_init,
+ * -EPROTO), so the queue is given up and says so with -ENETDOWN.
+ */
+static void test_ring_not_restarted(void)
+{
+	struct qps_stats st;
+	struct pair p;
+	uint64_t end;
+	ssize_t r = 0;
+
+	pair_open(&p, 1);
+	if (strcmp(p.tx->provider, "emu") != 0 ||
+	    p.tx->tx_ops != &qps_sq_path_mlx4 ||
+	    g_transport != QPS_TRANSPORT_RAW) {
+		t_suite_end();
+		return;	/* emu's hook on the direct path only */
+	}
+	qps_emu_test_keep_sq_index(p.tx->sq[0].qp, true);
+	T_EQ(qp_fail(p.tx, p.tx->sq[0].qp), 0);
+	T_EQ(send_n(p.out, 2), 2);
+	end = t_now_ms() + 2000;
+	while (t_now_ms() < end) {
+		qps_ctx_progress(p.tx);
+		/* Non-blocking: a ring the device never reads runs out of
+		 * slots (-EAGAIN) instead of blocking. */
+		r = qps_send(p.out, "d", 1, QPS_MSG_DONTWAIT);
+		if (r == -ENETDOWN)
+			break;
+		usleep(200);
+	}
+	T_EQ(r, -ENETDOWN);
+	st = t_ctx_stats(p.tx);
+	T_EQ(st.qp_recoveries, 0);
+	qps_emu_test_keep_sq_index(p.tx->sq[0].qp, false);
+	t_suite_end();
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -325,6 +367,8 @@ int main(void)
 		{ "a send-only QP fails alone", test_second_txq },
 		{ "memberships survive the recovery", test_membership },
 		{ "a QP that cannot come back: -ENETDOWN", test_dead },
+		{ "a ring that did not restart at RESET is refused",
+		  test_ring_not_restarted },
 		{ "UD: send QP, receive QP, memberships", test_ud },
 		CU_TEST_INFO_NULL,
 	};

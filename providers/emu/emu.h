@@ -283,6 +283,7 @@ struct qps_emu_qp {
 	uint64_t *wrid;
 	uint32_t sq_head;	/* producer index */
 	uint32_t sq_tail;	/* completed index: poll_cq release-stores */
+	bool keep_sq_index;	/* test hook: RESET leaves sq_head/sq_tail */
 
 	/* The device side of the SQ: runs in whichever thread rings. */
 	pthread_mutex_t eng_lock;
@@ -292,7 +293,6 @@ struct qps_emu_qp {
 	struct qps_emu_bf_latch bf_q[QPS_EMU_BF_LATCH];
 	uint8_t *frame;		/* engine scratch: QPS_EMU_FRAME_MAX */
 	struct qps_emu_qp_stats st;
-	uint8_t bf_reg[2 * QPS_EMU_BF_SIZE] __attribute__((aligned(64)));
 
 	/* Receive queue: ring in shared memory, wr_ids here. */
 	/* QP state (enum ibv_qp_state): stored under sq_lock + rq_lock +
@@ -348,6 +348,12 @@ struct qps_emu_dev {
 	/* Locked, not lock-free: the engine takes the lock per data
 	 * segment. */
 	struct qps_sw_mr_table mrs;
+
+	/* The BlueFlame register: one per device context, as on mlx4 (one
+	 * per UAR page), shared by every QP, and the state that serialises
+	 * writes to it (provider.h). A write names its QP in bf_qpn. */
+	uint8_t *bf_reg;	/* 2 * QPS_EMU_BF_SIZE, 64-byte aligned */
+	struct qps_mlx4_bf_state bf;
 
 	bool stepping;		/* atomic: doorbells only latch */
 	uint32_t cost_db_ns;	/* atomic: cost model, per doorbell write */
@@ -728,6 +734,11 @@ uint32_t *qps_emu_test_rq_head(struct qps_qp *qp);
 /* The shared state of @qp's RQ / of @cq, as peers see them. */
 struct qps_emu_shm_rq *qps_emu_test_shm_rq(struct qps_qp *qp);
 struct qps_emu_shm_cq *qps_emu_test_shm_cq(struct qps_cq *cq);
+/* @on: RESET leaves @qp's producer and completion indices where they
+ * were while the device restarts at WQE 0 (a provider that forgets its
+ * own indices on RESET, as the verbs direct path once did). Under no
+ * lock: set it while the QP is idle. */
+void qps_emu_test_keep_sq_index(struct qps_qp *qp, bool on);
 /* The port index of @dev on its wire. */
 unsigned int qps_emu_test_port(struct qps_dev *dev);
 /* Call @fn for every frame @dev's send engine puts on the wire, in the

@@ -187,8 +187,9 @@ int qps_emu_mlx4_sq(struct qps_qp *q, struct qps_mlx4_sq *out)
 	out->head = &qp->sq_head;
 	out->tail = &qp->sq_tail;
 	out->db_write = qps_emu_db_write;
-	out->bf_reg = qp->bf_reg;
+	out->bf_reg = qps_emu_dev(q->dev)->bf_reg;
 	out->bf_buf_size = QPS_EMU_BF_SIZE;
+	out->bf_state = &qps_emu_dev(q->dev)->bf;
 	out->bf_copy = qps_emu_bf_copy;
 	return 0;
 }

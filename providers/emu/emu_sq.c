@@ -107,6 +107,8 @@ int qps_emu_sq_init(struct qps_emu_qp *qp, const struct ibv_qp_cap *cap)
 void qps_emu_sq_reset(struct qps_emu_qp *qp)
 {
 	uint32_t stride = 1u << qp->wqe_shift, i;
+	uint32_t head = qp->keep_sq_index ? qp->sq_head : 0;
+	uint32_t tail = qp->keep_sq_index ? qp->sq_tail : 0;
 
 	memset(qp->sq_buf, 0, (size_t)qp->wqe_cnt << qp->wqe_shift);
 	/* As mlx4_qp_init_sq_ownership: every slot software-owned for the
@@ -119,14 +121,19 @@ void qps_emu_sq_reset(struct qps_emu_qp *qp)
 		stamp_wqe(qp, i);
 	}
 	memset(qp->wrid, 0, qp->wqe_cnt * sizeof(*qp->wrid));
-	qp->sq_head = 0;
+	qp->sq_head = head;
 	qp->bf_first = 0;
 	qp->bf_n = 0;
 	qp->db_pending = false;
 	/* Release: pairs with post_send's acquire of sq_tail and poll_cq's
 	 * acquire of ci (no completion of the old ring is accepted now). */
-	__atomic_store_n(&qp->sq_tail, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&qp->sq_tail, tail, __ATOMIC_RELEASE);
 	__atomic_store_n(&qp->ci, 0, __ATOMIC_RELEASE);
+}
+
+void qps_emu_test_keep_sq_index(struct qps_qp *q, bool on)
+{
+	qps_emu_qp(q)->keep_sq_index = on;
 }
 
 void qps_emu_sq_fini(struct qps_emu_qp *qp)
@@ -389,8 +396,9 @@ void qps_emu_db_write(struct qps_qp *q, uint32_t be_val)
 }
 
 /*
- * BlueFlame: the WQE is copied into one half of the register and the
- * device takes it from there, not from the ring. The register copy is
+ * BlueFlame: the WQE is copied into one half of the device context's
+ * register (shared by every QP: the writer holds its bf_state lock,
+ * provider.h) and the device takes it from there, not from the ring. The register copy is
  * latched (the device's internal buffer) so that stepping mode can run it
  * later and a rewrite of the ring meanwhile changes nothing.
  */
@@ -398,11 +406,12 @@ void qps_emu_bf_copy(struct qps_qp *q, void *dst, const void *src,
 		     size_t len)
 {
 	struct qps_emu_qp *qp = qps_emu_qp(q);
+	const uint8_t *reg = qps_emu_dev(q->dev)->bf_reg;
 	uint8_t *d = dst;
 	const struct mlx4_wqe_ctrl_seg *ctrl = (const void *)d;
 
 	cost_spin(&qps_emu_dev(q->dev)->cost_bf_ns);
-	if ((d != qp->bf_reg && d != qp->bf_reg + QPS_EMU_BF_SIZE) || !src ||
+	if ((d != reg && d != reg + QPS_EMU_BF_SIZE) || !src ||
 	    !len || len > QPS_EMU_BF_SIZE || len % QPS_EMU_WQEBB) {
 		qps_emu_count(&qp->st.bf_bad, 1);
 		return;

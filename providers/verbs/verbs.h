@@ -217,6 +217,9 @@ void qps_verbs_mlx4_open(struct qps_verbs_dev *vd,
 void qps_verbs_mlx4_close(struct qps_verbs_dev *vd);
 int qps_verbs_mlx4_sq(struct qps_qp *qp, struct qps_mlx4_sq *out);
 /* Completion side of the direct path: fix up @n send completions. */
+/* After a transition to RESET: the ring restarts at WQE 0, as the HCA
+ * does (libmlx4 zeroes its own indices then). */
+void qps_verbs_mlx4_reset(struct qps_verbs_qp *vq);
 void qps_verbs_mlx4_complete(struct qps_verbs_qp *vq, struct ibv_wc *wc,
 			     int n);
 

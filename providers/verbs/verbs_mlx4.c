@@ -9,7 +9,7 @@
  *    wqe_shift, doorbell_qpn and sdb (UAR + MLX4_SEND_DOORBELL). libmlx4
  *    is dlopened, so libqpsock does not depend on it;
  *  - the doorbell is a 32-bit store of doorbell_qpn to sdb after the
- *    barrier that orders the WQE stores before it (udma_to_device);
+ *    core's qps_udma_to_device_barrier() (src/udma.h, provider.h);
  *  - no BlueFlame: DV exposes no BF register. Mapping it ourselves would
  *    share it with libmlx4's own BF writes (its bf_offset toggle) in the
  *    same context, and some kernels refuse a second mapping. The last
@@ -92,28 +92,13 @@ void qps_verbs_mlx4_close(struct qps_verbs_dev *vd)
 	vd->mlx4dv_init_obj = NULL;
 }
 
-/* rdma-core's udma_to_device_barrier: WQE stores (write-back memory)
- * before the doorbell store (uncached MMIO). */
-static inline void udma_to_device_barrier(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__asm__ volatile("" ::: "memory");
-#elif defined(__aarch64__)
-	__asm__ volatile("dmb oshst" ::: "memory");
-#elif defined(__powerpc64__) || defined(__powerpc__)
-	__asm__ volatile("sync" ::: "memory");
-#else
-	__sync_synchronize();
-#endif
-}
-
 static void db_write(struct qps_qp *qp, uint32_t be_val)
 {
 	struct qps_verbs_qp *vq = qps_verbs_qp(qp);
 
-	udma_to_device_barrier();
-	/* One 32-bit MMIO store; @be_val is already big-endian. */
-	*(volatile uint32_t *)vq->sdb = be_val;
+	/* The core's qps_udma_to_device_barrier() put the WQE stores
+	 * before this one (provider.h). */
+	qps_mmio_write32_be(vq->sdb, be_val);
 	qps_verbs_count(&qps_verbs_dev(qp->dev)->doorbells, 1);
 }
 
@@ -211,4 +196,13 @@ void qps_verbs_mlx4_complete(struct qps_verbs_qp *vq, struct ibv_wc *wc,
 	/* Release: pairs with the acquire in qps_sq_mlx4_room(); the slots
 	 * below the tail are free for the core to rewrite. */
 	__atomic_store_n(&vq->tail, tail, __ATOMIC_RELEASE);
+}
+
+void qps_verbs_mlx4_reset(struct qps_verbs_qp *vq)
+{
+	memset(vq->wrid, 0, (size_t)vq->wqe_cnt * sizeof(*vq->wrid));
+	vq->head = 0;
+	/* Release: pairs with the acquire in qps_sq_mlx4_room() and
+	 * qps_sq_mlx4_init(); the QP is out of RTS, nobody posts. */
+	__atomic_store_n(&vq->tail, 0, __ATOMIC_RELEASE);
 }

@@ -269,7 +269,9 @@ int qps_verbs_destroy_qp(struct qps_qp *qp)
 int qps_verbs_modify_qp(struct qps_qp *qp, struct ibv_qp_attr *attr,
 			int attr_mask)
 {
+	struct qps_verbs_qp *vq = qps_verbs_qp(qp);
 	struct ibv_qp_attr a;
+	int ret;
 
 	if (!attr || !(attr_mask & IBV_QP_STATE))
 		return -EINVAL;
@@ -280,8 +282,13 @@ int qps_verbs_modify_qp(struct qps_qp *qp, struct ibv_qp_attr *attr,
 	a = *attr;
 	if ((attr_mask & IBV_QP_PORT) && !a.port_num)
 		a.port_num = qps_verbs_dev(qp->dev)->port;
-	return qps_verbs_ret(ibv_modify_qp(qps_verbs_qp(qp)->qp, &a,
-					   attr_mask));
+	ret = qps_verbs_ret(ibv_modify_qp(vq->qp, &a, attr_mask));
+	/* RESET: libmlx4 zeroes its own ring indices and the HCA restarts
+	 * at WQE 0; the direct path's indices (ours) must follow, or the
+	 * next WQE is written where the HCA never looks. */
+	if (ret == 0 && a.qp_state == IBV_QPS_RESET && vq->direct)
+		qps_verbs_mlx4_reset(vq);
+	return ret;
 }
 
 int qps_verbs_post_send(struct qps_qp *qp, struct ibv_send_wr *wr,

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The send-path table: how a send queue turns written slots into WQEs and
+ * wakes the device. One implementation per path: generic (WR chains
+ * through the provider's post_send, sq_generic.c) and mlx4 (WQEs written
+ * into the provider's ring, sq_mlx4.c). context.c chooses the table once
+ * (ctx->tx_ops); tx.c, doorbell.c, qp_recover.c and sq.c call through it
+ * and never ask which path they are on, so a third path (mlx5, AF_XDP)
+ * is a new table and a line in context.c.
+ *
+ * Every op but init runs under the send queue's lock (sq.h); every one
+ * returns 0, a count, or -errno.
+ */
+#ifndef QPS_SQ_PATH_H
+#define QPS_SQ_PATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct qps_sq;
+
+struct qps_sq_path {
+	const char *name;
+	/* After the QP is created (and brought up): take over its send
+	 * queue. Nothing is posted yet. */
+	int (*init)(struct qps_sq *sq);
+	/* The QP went through RESET and is back in RTS: the device starts
+	 * again at WQE 0, with nothing posted (qp_recover.c). */
+	int (*reset)(struct qps_sq *sq);
+	/* WQEs that can be written now before a ring must make room; the
+	 * slots bound the rest (UINT32_MAX: only they do). */
+	uint32_t (*room)(const struct qps_sq *sq);
+	/* Write the frame in @slot (@len bytes) as the newest WQE, not yet
+	 * rung; @signaled: it asks for a completion. -ENOSPC: no room. */
+	int (*write)(struct qps_sq *sq, uint32_t slot, uint32_t len,
+		     bool signaled);
+	/* Wake the device for every WQE written since the last ring; the
+	 * newest asks for a completion. Returns the doorbells rung (post
+	 * calls or register writes, 0 when nothing waited), *@bf those of
+	 * them that were BlueFlame writes; or -errno, the unrung WQEs then
+	 * counted in tx_errors and their slots given back. */
+	int (*ring)(struct qps_sq *sq, uint32_t *bf);
+};
+
+extern const struct qps_sq_path qps_sq_path_generic;
+extern const struct qps_sq_path qps_sq_path_mlx4;
+
+#endif /* QPS_SQ_PATH_H */
