@@ -217,14 +217,16 @@ static int qps_mc_group_get(struct qps_ctx *ctx, uint32_t group)
 	}
 	if (!gs || gs->n == gs->cap) {
 		uint32_t cap = gs ? gs->cap * 2 : 8;
+		/* On failure the old array stays in ctx->dmx.mc_groups. */
+		struct qps_mc_groups *ng =
+			realloc(gs, sizeof(*ng) + cap * sizeof(ng->g[0]));
 
-		gs = realloc(gs, sizeof(*gs) + cap * sizeof(gs->g[0]));
-		if (!gs)
+		if (!ng)
 			return -ENOMEM;
-		if (!ctx->dmx.mc_groups)
-			gs->n = 0;
-		gs->cap = cap;
-		ctx->dmx.mc_groups = gs;
+		if (!gs)
+			ng->n = 0;
+		ng->cap = cap;
+		ctx->dmx.mc_groups = gs = ng;
 	}
 	ret = qps_ud_group_attach(ctx, group);
 	if (ret < 0)
