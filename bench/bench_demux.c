@@ -82,7 +82,7 @@ static struct bd_var *bd_by_cq(struct qps_cq *cq)
 	int i;
 
 	for (i = 0; i < BD_VARIANTS; i++)
-		if (bd_vars[i].ctx && bd_vars[i].ctx->rx_cq == cq)
+		if (bd_vars[i].ctx && bd_vars[i].ctx->rx.cq == cq)
 			return &bd_vars[i];
 	return NULL;
 }
@@ -126,7 +126,7 @@ static uint32_t bd_xorshift(uint32_t *s)
 /* One frame for group @g into receive buffer @buf. */
 static uint32_t bd_frame(struct bd_var *v, uint32_t buf, uint32_t g)
 {
-	uint8_t *f = v->ctx->rx_buf + (size_t)buf * v->ctx->rx_buf_size;
+	uint8_t *f = v->ctx->rx.buf + (size_t)buf * v->ctx->rx.buf_size;
 	uint32_t daddr = htonl(BD_GROUP_BASE + g);
 	uint16_t csum = 0;
 
@@ -226,7 +226,7 @@ static int bd_setup(struct bd_var *v, const char *wire)
 	v->ops.destroy_flow = bd_destroy_flow;
 	v->ops.mcast_attach = bd_mcast;
 	v->ops.mcast_detach = bd_mcast;
-	v->rq_cap = v->ctx->rx_depth;
+	v->rq_cap = v->ctx->rx.depth;
 	v->rq = calloc(v->rq_cap, sizeof(*v->rq));
 	if (!v->rq)
 		return -ENOMEM;

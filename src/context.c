@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "endpoint.h"
+#include "rx.h"
 #include "sq.h"
 #include "ud.h"
 
@@ -224,14 +226,14 @@ static void qps_ctx_teardown(struct qps_ctx *ctx)
 	qps_sqs_destroy(ctx);
 	/* After the QPs: a WR still in flight may name an AH. */
 	qps_ud_fini(ctx);
-	if (ctx->rx_cq)
-		ops->destroy_cq(ctx->rx_cq);
+	if (ctx->rx.cq)
+		ops->destroy_cq(ctx->rx.cq);
 	if (ctx->txq)
 		qps_txq_destroy(ctx->txq);
 	if (ctx->dev)
 		ops->close(ctx->dev);
-	free(ctx->eps);
-	pthread_mutex_destroy(&ctx->rx_lock);
+	free(ctx->ept.eps);
+	pthread_mutex_destroy(&ctx->rx.lock);
 	free(ctx);
 }
 
@@ -282,7 +284,7 @@ static int qps_ctx_queues(struct qps_ctx *ctx, struct qps_txq_attr *ta)
 {
 	int ret;
 
-	ret = ctx->ops->create_cq(ctx->dev, (int)ctx->rx_depth, &ctx->rx_cq);
+	ret = ctx->ops->create_cq(ctx->dev, (int)ctx->rx.depth, &ctx->rx.cq);
 	if (ret < 0)
 		return ret;
 	ret = qps_sqs_create(ctx);
@@ -295,24 +297,24 @@ static int qps_ctx_eps(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 {
 	uint32_t i;
 
-	ctx->max_ep = QPS_DEFAULT_MAX_EP;
+	ctx->ept.max = QPS_DEFAULT_MAX_EP;
 	if (attr && (attr->comp_mask & QPS_CTX_ATTR_MAX_EP)) {
 		if (attr->max_ep == 0 || attr->max_ep > 65536)
 			return -EINVAL;
-		ctx->max_ep = attr->max_ep;
+		ctx->ept.max = attr->max_ep;
 	}
-	ctx->eps = calloc(ctx->max_ep, sizeof(*ctx->eps));
-	if (!ctx->eps)
+	ctx->ept.eps = calloc(ctx->ept.max, sizeof(*ctx->ept.eps));
+	if (!ctx->ept.eps)
 		return -ENOMEM;
-	for (i = 0; i < ctx->max_ep; i++) {
-		ctx->eps[i].ctx = ctx;
-		ctx->eps[i].efd = -1;
-		ctx->eps[i].epfd = -1;
-		ctx->eps[i].free_next = i + 1 < ctx->max_ep ?
-					&ctx->eps[i + 1] : NULL;
+	for (i = 0; i < ctx->ept.max; i++) {
+		ctx->ept.eps[i].ctx = ctx;
+		ctx->ept.eps[i].efd = -1;
+		ctx->ept.eps[i].epfd = -1;
+		ctx->ept.eps[i].free_next = i + 1 < ctx->ept.max ?
+					     &ctx->ept.eps[i + 1] : NULL;
 	}
-	ctx->free_head = &ctx->eps[0];
-	ctx->free_tail = &ctx->eps[ctx->max_ep - 1];
+	ctx->ept.free_head = &ctx->ept.eps[0];
+	ctx->ept.free_tail = &ctx->ept.eps[ctx->ept.max - 1];
 	return 0;
 }
 
@@ -335,15 +337,15 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	pthread_mutex_init(&ctx->rx_lock, NULL);
+	pthread_mutex_init(&ctx->rx.lock, NULL);
 	ctx->event_fd = -1;
-	ctx->eph_next = QPS_EPHEMERAL_LO + (getpid() % 1000);
+	ctx->ept.eph_next = QPS_EPHEMERAL_LO + (getpid() % 1000);
 
 	ret = qps_depth(attr, QPS_CTX_ATTR_TX_DEPTH,
 			attr ? attr->tx_depth : 0, &ctx->tx_depth);
 	if (!ret)
 		ret = qps_depth(attr, QPS_CTX_ATTR_RX_DEPTH,
-				attr ? attr->rx_depth : 0, &ctx->rx_depth);
+				attr ? attr->rx_depth : 0, &ctx->rx.depth);
 	if (!ret)
 		ret = qps_ctx_db_delay(ctx, attr);
 	if (!ret)
@@ -376,8 +378,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ctx->tx_depth = ctx->info.max_qp_wr;
 	if (ctx->tx_signal > ctx->tx_depth)
 		ctx->tx_signal = ctx->tx_depth;
-	if (ctx->rx_depth > ctx->info.max_qp_wr)
-		ctx->rx_depth = ctx->info.max_qp_wr;
+	if (ctx->rx.depth > ctx->info.max_qp_wr)
+		ctx->rx.depth = ctx->info.max_qp_wr;
 	if (ctx->transport == QPS_TRANSPORT_UD) {
 		ret = qps_ud_init(ctx);
 		if (ret < 0)
@@ -434,9 +436,9 @@ int qps_ctx_progress(struct qps_ctx *ctx)
 	if (n < 0)
 		return n;
 
-	pthread_mutex_lock(&ctx->rx_lock);
+	pthread_mutex_lock(&ctx->rx.lock);
 	ret = qps_rx_progress_locked(ctx);
-	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->rx.lock);
 	return ret < 0 ? ret : n + ret;
 }
 
@@ -450,10 +452,10 @@ int qps_ctx_fd(struct qps_ctx *ctx)
 	if (ctx->event_fd < 0)
 		return -EOPNOTSUPP;
 	/* The application may now sleep on it: keep the CQ armed. */
-	pthread_mutex_lock(&ctx->rx_lock);
-	ctx->cq_arm_always = true;
+	pthread_mutex_lock(&ctx->rx.lock);
+	ctx->rx.cq_arm_always = true;
 	qps_rx_arm_locked(ctx);
-	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->rx.lock);
 	return ctx->event_fd;
 }
 
@@ -475,7 +477,7 @@ int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)
 	info->mtu = ctx->info.mtu;
 	info->max_payload = ctx->max_payload;
 	info->tx_depth = ctx->tx_depth;
-	info->rx_depth = ctx->rx_depth;
+	info->rx_depth = ctx->rx.depth;
 	return 0;
 }
 
@@ -559,9 +561,9 @@ int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
 	if (!st && size)
 		return -EFAULT;
 
-	pthread_mutex_lock(&ctx->rx_lock);
+	pthread_mutex_lock(&ctx->rx.lock);
 	all = ctx->st;
-	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->rx.lock);
 	qps_ctx_stats_sq(ctx, &all);
 	qps_ctx_stats_txq(ctx, &all);
 	qps_ctx_stats_bands(ctx, &all);

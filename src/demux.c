@@ -15,7 +15,7 @@
  * Each valid datagram is counted once: rx_demux_early, _fanout,
  * _connected, _bound, or rx_no_endpoint.
  *
- * The receive path runs this under rx_lock and inside an epoch section,
+ * The receive path runs this under rx.lock and inside an epoch section,
  * reading the tables without ctl_lock (demux.h); writers below hold
  * ctl_lock. Endpoints never leave the context's slab, and a closed one is
  * reused only after a grace period, so following a stale chain pointer
@@ -24,7 +24,10 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 
+#include "demux.h"
+#include "endpoint.h"
 #include "qps_int.h"
+#include "rx.h"
 
 #define QPS_CONN_MIN 64u
 #define QPS_CONN_MAX 65536u
@@ -45,29 +48,29 @@ int qps_demux_init(struct qps_ctx *ctx)
 {
 	uint32_t n = QPS_CONN_MIN;
 
-	while (n < ctx->max_ep && n < QPS_CONN_MAX)
+	while (n < ctx->ept.max && n < QPS_CONN_MAX)
 		n <<= 1;
 	/* An array of pointers: sizeof(*tab) is right (a false positive of
 	 * clang-tidy 14). NOLINTNEXTLINE(bugprone-sizeof-expression) */
-	ctx->conn_tab = calloc(n, sizeof(*ctx->conn_tab));
-	if (!ctx->conn_tab)
+	ctx->dmx.conn_tab = calloc(n, sizeof(*ctx->dmx.conn_tab));
+	if (!ctx->dmx.conn_tab)
 		return -ENOMEM;
-	ctx->conn_mask = n - 1;
+	ctx->dmx.conn_mask = n - 1;
 	return 0;
 }
 
 /* Every endpoint is closed by now: the chains are empty. */
 void qps_demux_fini(struct qps_ctx *ctx)
 {
-	free(ctx->conn_tab);
-	ctx->conn_tab = NULL;
+	free(ctx->dmx.conn_tab);
+	ctx->dmx.conn_tab = NULL;
 }
 
 /* --- writers, under ctl_lock ------------------------------------- */
 
 static struct qps_ep **qps_bind_bucket(struct qps_ctx *ctx, uint16_t port)
 {
-	return &ctx->bind_tab[ntohs(port) % QPS_BIND_BUCKETS];
+	return &ctx->dmx.bind_tab[ntohs(port) % QPS_BIND_BUCKETS];
 }
 
 void qps_bind_link_locked(struct qps_ep *ep)
@@ -97,8 +100,8 @@ static void qps_conn_unlink(struct qps_ctx *ctx, struct qps_conn *c)
 {
 	struct qps_conn **pp;
 
-	pp = &ctx->conn_tab[qps_conn_hash(c->saddr, c->sport, c->dport) &
-			    ctx->conn_mask];
+	pp = &ctx->dmx.conn_tab[qps_conn_hash(c->saddr, c->sport, c->dport) &
+				ctx->dmx.conn_mask];
 	for (; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			QPS_RCU_STORE(*pp, c->next);
@@ -120,8 +123,8 @@ int qps_conn_set_locked(struct qps_ep *ep, uint32_t peer, uint16_t pport)
 	c->dport = ep->local.sin_port;
 	c->daddr = ep->local.sin_addr.s_addr;
 	c->ep = ep;
-	b = &ctx->conn_tab[qps_conn_hash(peer, pport, c->dport) &
-			   ctx->conn_mask];
+	b = &ctx->dmx.conn_tab[qps_conn_hash(peer, pport, c->dport) &
+			       ctx->dmx.conn_mask];
 	c->next = *b;
 	/* The newest connection goes first: it is the one the fast path
 	 * sees. Release (seq-cst): @c is complete before it is found. */
@@ -150,7 +153,7 @@ void qps_conn_clear_locked(struct qps_ep *ep)
 struct qps_ep *qps_bind_first(struct qps_ctx *ctx, uint16_t port)
 {
 	/* Pairs with QPS_RCU_STORE in qps_bind_(un)link_locked. */
-	return QPS_RCU_LOAD(ctx->bind_tab[ntohs(port) % QPS_BIND_BUCKETS]);
+	return QPS_RCU_LOAD(ctx->dmx.bind_tab[ntohs(port) % QPS_BIND_BUCKETS]);
 }
 
 /* How well a bound endpoint matches: -1 no, else higher is more specific. */
@@ -196,8 +199,8 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 	const struct qps_mc_rule *r;
 	uint32_t i, hit = 0, queued = 0;
 
-	/* Pairs with QPS_RCU_STORE of ctx->mc_tab (mcast.c). */
-	r = qps_mc_lookup(QPS_RCU_LOAD(ctx->mc_tab), fi->hdr.daddr,
+	/* Pairs with QPS_RCU_STORE of ctx->dmx.mc_tab (mcast.c). */
+	r = qps_mc_lookup(QPS_RCU_LOAD(ctx->dmx.mc_tab), fi->hdr.daddr,
 			  fi->hdr.dport);
 	if (!r) {
 		ctx->st.rx_no_endpoint++;
@@ -261,9 +264,9 @@ static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
 
 	/* Only the bucket's first entry: no chain walk on the fast path.
 	 * Pairs with QPS_RCU_STORE in qps_conn_set_locked/_unlink. */
-	c = QPS_RCU_LOAD(ctx->conn_tab[qps_conn_hash(h->saddr, h->sport,
-						     h->dport) &
-				       ctx->conn_mask]);
+	c = QPS_RCU_LOAD(ctx->dmx.conn_tab[qps_conn_hash(h->saddr, h->sport,
+							 h->dport) &
+					   ctx->dmx.conn_mask]);
 	if (c && c->saddr == h->saddr && c->sport == h->sport &&
 	    c->dport == h->dport &&
 	    (c->daddr == INADDR_ANY || c->daddr == h->daddr)) {
@@ -297,14 +300,14 @@ void qps_demux_prefetch(struct qps_ctx *ctx, const struct qps_frame_info *fi,
 	const struct qps_conn *c;
 
 	if (IN_MULTICAST(daddr)) {
-		qps_mc_prefetch(QPS_RCU_LOAD(ctx->mc_tab), h->daddr, h->dport,
-				stage);
+		qps_mc_prefetch(QPS_RCU_LOAD(ctx->dmx.mc_tab), h->daddr,
+				h->dport, stage);
 		return;
 	}
 	if (daddr == INADDR_BROADCAST)
 		return;
-	b = &ctx->conn_tab[qps_conn_hash(h->saddr, h->sport, h->dport) &
-			   ctx->conn_mask];
+	b = &ctx->dmx.conn_tab[qps_conn_hash(h->saddr, h->sport, h->dport) &
+			       ctx->dmx.conn_mask];
 	if (stage == 0) {
 		__builtin_prefetch(b);
 		return;

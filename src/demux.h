@@ -51,7 +51,7 @@ void qps_epoch_enter(struct qps_epoch *e);
 void qps_epoch_exit(struct qps_epoch *e);
 /* Wait until every section of @n readers that was running on entry has
  * ended. Must not be called from inside a section, nor holding a lock a
- * reader takes before entering (ctx->rx_lock). */
+ * reader takes before entering (ctx->rx.lock). */
 void qps_epoch_sync(struct qps_epoch *e, unsigned int n);
 /* Free @p after a grace period: queued until qps_retire_flush(), which
  * waits for one grace period and frees everything queued. Writers call
@@ -106,6 +106,27 @@ struct qps_conn {
 struct qps_ep_mc {
 	uint32_t group;
 	uint32_t source;
+};
+
+#define QPS_BIND_BUCKETS 256
+
+struct qps_mc_groups;	/* mcast.c */
+
+/*
+ * The tables of a context: written under ctx->ctl_lock (which also guards
+ * the endpoint table, endpoint.h; the lock order is at struct qps_ctx,
+ * qps_int.h), read by the receive path without it; what a writer unlinks
+ * is freed after a grace period (retired, epoch.c).
+ */
+struct qps_demux {
+	struct qps_ep *bind_tab[QPS_BIND_BUCKETS];	/* RCU */
+	struct qps_conn **conn_tab;	/* RCU buckets */
+	uint32_t conn_mask;
+	struct qps_mc_tab *mc_tab;	/* RCU */
+	struct qps_mc_groups *mc_groups; /* UD: groups attached (mcast.c) */
+	void **retired;
+	uint32_t retired_n;
+	uint32_t retired_cap;
 };
 
 /* demux.c */

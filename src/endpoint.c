@@ -19,7 +19,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "demux.h"
+#include "endpoint.h"
 #include "qps_int.h"
+#include "rx.h"
 #include "ud.h"
 
 int qps_ep_check(struct qps_ep *ep)
@@ -30,7 +33,7 @@ int qps_ep_check(struct qps_ep *ep)
 	return 0;
 }
 
-/* Written under ctl_lock (and rx_lock when closing); read without a lock
+/* Written under ctl_lock (and rx.lock when closing); read without a lock
  * by every call's qps_ep_check(). */
 static void qps_ep_set_state(struct qps_ep *ep, enum qps_ep_state st)
 {
@@ -57,7 +60,7 @@ static bool qps_port_conflict(struct qps_ctx *ctx, const struct qps_ep *ep,
 {
 	const struct qps_ep *o;
 
-	o = ctx->bind_tab[ntohs(port) % QPS_BIND_BUCKETS];
+	o = ctx->dmx.bind_tab[ntohs(port) % QPS_BIND_BUCKETS];
 	for (; o; o = o->bind_next) {
 		if (o->local.sin_port != port)
 			continue;
@@ -81,10 +84,10 @@ static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 		uint32_t i;
 
 		for (i = 0; i < span; i++) {
-			uint16_t p = ctx->eph_next;
+			uint16_t p = ctx->ept.eph_next;
 
-			ctx->eph_next = p >= QPS_EPHEMERAL_HI ?
-					QPS_EPHEMERAL_LO : p + 1;
+			ctx->ept.eph_next = p >= QPS_EPHEMERAL_HI ?
+					    QPS_EPHEMERAL_LO : p + 1;
 			if (!qps_port_conflict(ctx, ep, addr, htons(p))) {
 				port = htons(p);
 				break;
@@ -166,12 +169,12 @@ static void qps_ep_free_locked(struct qps_ep *ep)
 	free(ep->rxts);
 	ep->rxts = NULL;
 	ep->free_next = NULL;
-	if (ctx->free_tail)
-		ctx->free_tail->free_next = ep;
+	if (ctx->ept.free_tail)
+		ctx->ept.free_tail->free_next = ep;
 	else
-		ctx->free_head = ep;
-	ctx->free_tail = ep;
-	ctx->nep--;
+		ctx->ept.free_head = ep;
+	ctx->ept.free_tail = ep;
+	ctx->ept.nused--;
 }
 
 int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
@@ -189,21 +192,21 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 		return -EINVAL;
 
 	pthread_mutex_lock(&ctx->ctl_lock);
-	ep = ctx->free_head;
+	ep = ctx->ept.free_head;
 	if (!ep) {
 		pthread_mutex_unlock(&ctx->ctl_lock);
 		return -EMFILE;
 	}
-	ctx->free_head = ep->free_next;
-	if (!ctx->free_head)
-		ctx->free_tail = NULL;
-	ctx->nep++;
+	ctx->ept.free_head = ep->free_next;
+	if (!ctx->ept.free_head)
+		ctx->ept.free_tail = NULL;
+	ctx->ept.nused++;
 
 	memset(ep, 0, sizeof(*ep));
 	ep->ctx = ctx;
 	ep->efd = ep->epfd = -1;
-	ep->rxq_cap = ctx->rx_depth;
-	ep->rcvbuf = ctx->rx_depth;
+	ep->rxq_cap = ctx->rx.depth;
+	ep->rcvbuf = ctx->rx.depth;
 	ep->rxq = calloc(ep->rxq_cap, sizeof(*ep->rxq));
 	ret = ep->rxq ? qps_ep_fds(ep) : -ENOMEM;
 	if (ret < 0) {
@@ -223,11 +226,11 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 {
 	struct qps_ctx *ctx = ep->ctx;
 
-	/* Receive calls check the state under rx_lock: none of them
+	/* Receive calls check the state under rx.lock: none of them
 	 * touches the queue after this. */
-	pthread_mutex_lock(&ctx->rx_lock);
+	pthread_mutex_lock(&ctx->rx.lock);
 	qps_ep_set_state(ep, QPS_EP_CLOSED);
-	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->rx.lock);
 
 	qps_mcast_leave_all_locked(ep);
 	qps_conn_clear_locked(ep);
@@ -235,12 +238,12 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	ep->connected = false;
 	/* No table reaches @ep now; after a grace period no poller is
 	 * still delivering to it, so the drain below is final. */
-	qps_epoch_sync(&ctx->rx_epoch, 1);
+	qps_epoch_sync(&ctx->rx.epoch, 1);
 	qps_retire_flush(ctx);
 
-	pthread_mutex_lock(&ctx->rx_lock);
+	pthread_mutex_lock(&ctx->rx.lock);
 	qps_rxq_drain_locked(ep);
-	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->rx.lock);
 	qps_ep_free_locked(ep);
 }
 
@@ -272,9 +275,9 @@ void qps_ep_release_all(struct qps_ctx *ctx)
 
 	qps_sq_lock_all(ctx);
 	pthread_mutex_lock(&ctx->ctl_lock);
-	for (i = 0; i < ctx->max_ep; i++)
-		if (qps_ep_check(&ctx->eps[i]) == 0)
-			qps_ep_close_locked(&ctx->eps[i]);
+	for (i = 0; i < ctx->ept.max; i++)
+		if (qps_ep_check(&ctx->ept.eps[i]) == 0)
+			qps_ep_close_locked(&ctx->ept.eps[i]);
 	pthread_mutex_unlock(&ctx->ctl_lock);
 	qps_sq_unlock_all(ctx);
 }
@@ -472,9 +475,9 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		if (v < 1)
 			return -EINVAL;
 		/* Clamped like SO_RCVBUF: the ring was sized at creation. */
-		pthread_mutex_lock(&ep->ctx->rx_lock);
+		pthread_mutex_lock(&ep->ctx->rx.lock);
 		ep->rcvbuf = (uint32_t)v > ep->rxq_cap ? ep->rxq_cap : (uint32_t)v;
-		pthread_mutex_unlock(&ep->ctx->rx_lock);
+		pthread_mutex_unlock(&ep->ctx->rx.lock);
 		break;
 	case QPS_OPT_REUSEADDR:
 		ep->reuseaddr = v != 0;
@@ -496,7 +499,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		break;
 	case QPS_OPT_PKTINFO:
 		/* The timestamps ring is allocated once, on first use. */
-		pthread_mutex_lock(&ep->ctx->rx_lock);
+		pthread_mutex_lock(&ep->ctx->rx.lock);
 		ret = qps_ep_check(ep);	/* a concurrent close frees rxts */
 		if (!ret && v && !ep->rxts)
 			ep->rxts = calloc(ep->rxq_cap, sizeof(*ep->rxts));
@@ -504,7 +507,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 			ret = -ENOMEM;
 		if (!ret)
 			ep->pktinfo = v != 0;
-		pthread_mutex_unlock(&ep->ctx->rx_lock);
+		pthread_mutex_unlock(&ep->ctx->rx.lock);
 		return ret;
 	}
 	return 0;
@@ -538,18 +541,18 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		v = ep->sndtimeo_ms;
 		break;
 	case QPS_OPT_PKTINFO:
-		pthread_mutex_lock(&ep->ctx->rx_lock);
+		pthread_mutex_lock(&ep->ctx->rx.lock);
 		v = ep->pktinfo;
-		pthread_mutex_unlock(&ep->ctx->rx_lock);
+		pthread_mutex_unlock(&ep->ctx->rx.lock);
 		break;
 	case QPS_OPT_ERROR:
 		v = ep->error;
 		ep->error = 0;
 		break;
 	case QPS_OPT_RXQ_LEN:
-		pthread_mutex_lock(&ep->ctx->rx_lock);
+		pthread_mutex_lock(&ep->ctx->rx.lock);
 		v = (int)ep->rxq_count;
-		pthread_mutex_unlock(&ep->ctx->rx_lock);
+		pthread_mutex_unlock(&ep->ctx->rx.lock);
 		break;
 	default:
 		return -ENOPROTOOPT;
@@ -577,8 +580,8 @@ int qps_ep_fd(struct qps_ep *ep)
 	if (ret < 0)
 		return ret;
 	/* From now on the eventfd must follow the queue. */
-	pthread_mutex_lock(&ep->ctx->rx_lock);
+	pthread_mutex_lock(&ep->ctx->rx.lock);
 	qps_ep_arm_locked(ep);
-	pthread_mutex_unlock(&ep->ctx->rx_lock);
+	pthread_mutex_unlock(&ep->ctx->rx.lock);
 	return ep->epfd;
 }

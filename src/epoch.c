@@ -16,7 +16,9 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "demux.h"
 #include "qps_int.h"
+#include "rx.h"
 
 void qps_epoch_enter(struct qps_epoch *e)
 {
@@ -65,32 +67,33 @@ void qps_retire(struct qps_ctx *ctx, void *p)
 {
 	if (!p)
 		return;
-	if (ctx->retired_n == ctx->retired_cap) {
-		uint32_t cap = ctx->retired_cap ? ctx->retired_cap * 2 : 16;
-		void **np = realloc(ctx->retired, cap * sizeof(*np));
+	if (ctx->dmx.retired_n == ctx->dmx.retired_cap) {
+		uint32_t cap = ctx->dmx.retired_cap ?
+			       ctx->dmx.retired_cap * 2 : 16;
+		void **np = realloc(ctx->dmx.retired, cap * sizeof(*np));
 
 		if (!np) {
 			/* No room to defer: wait here. @p was unlinked before
 			 * this call, so this grace period covers it too. */
 			qps_retire_flush(ctx);
-			qps_epoch_sync(&ctx->rx_epoch, 1);
+			qps_epoch_sync(&ctx->rx.epoch, 1);
 			free(p);
 			return;
 		}
-		ctx->retired = np;
-		ctx->retired_cap = cap;
+		ctx->dmx.retired = np;
+		ctx->dmx.retired_cap = cap;
 	}
-	ctx->retired[ctx->retired_n++] = p;
+	ctx->dmx.retired[ctx->dmx.retired_n++] = p;
 }
 
 void qps_retire_flush(struct qps_ctx *ctx)
 {
 	uint32_t i;
 
-	if (!ctx->retired_n)
+	if (!ctx->dmx.retired_n)
 		return;
-	qps_epoch_sync(&ctx->rx_epoch, 1);
-	for (i = 0; i < ctx->retired_n; i++)
-		free(ctx->retired[i]);
-	ctx->retired_n = 0;
+	qps_epoch_sync(&ctx->rx.epoch, 1);
+	for (i = 0; i < ctx->dmx.retired_n; i++)
+		free(ctx->dmx.retired[i]);
+	ctx->dmx.retired_n = 0;
 }

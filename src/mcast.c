@@ -30,7 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "demux.h"
+#include "endpoint.h"
 #include "qps_int.h"
+#include "rx.h"
 #include "ud.h"
 
 #define QPS_MC_TAB_MIN 64u
@@ -141,7 +144,7 @@ static void qps_mc_tab_put(struct qps_mc_tab *t, struct qps_mc_rule *r)
  * tombstones would pass half the slots. */
 static int qps_mc_tab_reserve(struct qps_ctx *ctx)
 {
-	struct qps_mc_tab *t = ctx->mc_tab, *nt;
+	struct qps_mc_tab *t = ctx->dmx.mc_tab, *nt;
 	uint32_t n = QPS_MC_TAB_MIN, i;
 
 	if ((t->live + t->tombs + 1) * 2 <= t->mask + 1)
@@ -155,7 +158,7 @@ static int qps_mc_tab_reserve(struct qps_ctx *ctx)
 		if (t->slot[i] && t->slot[i] != QPS_MC_TOMB)
 			qps_mc_tab_put(nt, t->slot[i]);
 	/* Readers move to @nt; those still probing @t see the same rules. */
-	QPS_RCU_STORE(ctx->mc_tab, nt);
+	QPS_RCU_STORE(ctx->dmx.mc_tab, nt);
 	qps_retire(ctx, t);
 	return 0;
 }
@@ -192,7 +195,7 @@ static int qps_mc_flow_create(struct qps_ctx *ctx, uint32_t group,
 static struct qps_mc_group *qps_mc_group_find(struct qps_ctx *ctx,
 					       uint32_t group)
 {
-	struct qps_mc_groups *gs = ctx->mc_groups;
+	struct qps_mc_groups *gs = ctx->dmx.mc_groups;
 	uint32_t i;
 
 	for (i = 0; gs && i < gs->n; i++)
@@ -204,7 +207,7 @@ static struct qps_mc_group *qps_mc_group_find(struct qps_ctx *ctx,
 /* UD: a reference on @group's attachment; 1 when this one attached it. */
 static int qps_mc_group_get(struct qps_ctx *ctx, uint32_t group)
 {
-	struct qps_mc_groups *gs = ctx->mc_groups;
+	struct qps_mc_groups *gs = ctx->dmx.mc_groups;
 	struct qps_mc_group *e = qps_mc_group_find(ctx, group);
 	int ret;
 
@@ -214,14 +217,16 @@ static int qps_mc_group_get(struct qps_ctx *ctx, uint32_t group)
 	}
 	if (!gs || gs->n == gs->cap) {
 		uint32_t cap = gs ? gs->cap * 2 : 8;
+		/* On failure the old array stays in ctx->dmx.mc_groups. */
+		struct qps_mc_groups *ng =
+			realloc(gs, sizeof(*ng) + cap * sizeof(ng->g[0]));
 
-		gs = realloc(gs, sizeof(*gs) + cap * sizeof(gs->g[0]));
-		if (!gs)
+		if (!ng)
 			return -ENOMEM;
-		if (!ctx->mc_groups)
-			gs->n = 0;
-		gs->cap = cap;
-		ctx->mc_groups = gs;
+		if (!gs)
+			ng->n = 0;
+		ng->cap = cap;
+		ctx->dmx.mc_groups = gs = ng;
 	}
 	ret = qps_ud_group_attach(ctx, group);
 	if (ret < 0)
@@ -235,7 +240,7 @@ static int qps_mc_group_get(struct qps_ctx *ctx, uint32_t group)
 /* UD: drop a reference; 1 when it was the last and the group detached. */
 static int qps_mc_group_put(struct qps_ctx *ctx, uint32_t group)
 {
-	struct qps_mc_groups *gs = ctx->mc_groups;
+	struct qps_mc_groups *gs = ctx->dmx.mc_groups;
 	struct qps_mc_group *e = qps_mc_group_find(ctx, group);
 
 	if (!e || --e->refs)
@@ -274,13 +279,13 @@ static int qps_mc_dev_del(struct qps_ctx *ctx, struct qps_mc_rule *r)
 static void qps_mc_count(struct qps_ctx *ctx, int joins, int leaves,
 			 int rules, int created)
 {
-	pthread_mutex_lock(&ctx->rx_lock);
+	pthread_mutex_lock(&ctx->rx.lock);
 	ctx->st.mc_joins += joins;
 	ctx->st.mc_leaves += leaves;
 	ctx->st.mc_rule_refs += joins - leaves;
 	ctx->st.mc_rules += rules;
 	ctx->st.mc_rules_created += created;
-	pthread_mutex_unlock(&ctx->rx_lock);
+	pthread_mutex_unlock(&ctx->rx.lock);
 }
 
 /* A device without room says -ENOSPC; to the application that is the
@@ -295,7 +300,7 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 {
 	uint16_t port = ep->local.sin_port;
 	struct qps_mc_rule *old, *r;
-	int64_t idx = qps_mc_find(ctx->mc_tab, group, port);
+	int64_t idx = qps_mc_find(ctx->dmx.mc_tab, group, port);
 
 	if (idx < 0) {
 		int ret = qps_mc_tab_reserve(ctx);
@@ -317,11 +322,11 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 		r->s[0].source = source;
 		/* Frames the rule steers before this store find no rule and
 		 * count as rx_no_endpoint: the join has not returned yet. */
-		qps_mc_tab_put(ctx->mc_tab, r);
+		qps_mc_tab_put(ctx->dmx.mc_tab, r);
 		qps_mc_count(ctx, 0, 0, ret, ret);
 		return 0;
 	}
-	old = ctx->mc_tab->slot[idx];
+	old = ctx->dmx.mc_tab->slot[idx];
 	r = qps_mc_rule_new(old->n + 1);
 	if (!r)
 		return -ENOMEM;
@@ -330,7 +335,7 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 	r->s[r->n].source = source;
 	r->n++;
 	/* Release (seq-cst): the new version replaces the old in place. */
-	QPS_RCU_STORE(ctx->mc_tab->slot[idx], r);
+	QPS_RCU_STORE(ctx->dmx.mc_tab->slot[idx], r);
 	qps_retire(ctx, old);
 	return 0;
 }
@@ -338,7 +343,7 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 			   uint32_t group, uint32_t source)
 {
-	struct qps_mc_tab *t = ctx->mc_tab;
+	struct qps_mc_tab *t = ctx->dmx.mc_tab;
 	int64_t idx = qps_mc_find(t, group, ep->local.sin_port);
 	struct qps_mc_rule *old, *r;
 	uint32_t i, j;
@@ -361,8 +366,8 @@ static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 	r = qps_mc_rule_new(old->n - 1);
 	if (!r) {
 		/* No memory for a new version: edit this one with the
-		 * receive path stopped (it reads only under rx_lock). */
-		pthread_mutex_lock(&ctx->rx_lock);
+		 * receive path stopped (it reads only under rx.lock). */
+		pthread_mutex_lock(&ctx->rx.lock);
 		for (i = 0; i < old->n; i++)
 			if (old->s[i].ep == ep && old->s[i].source == source)
 				break;
@@ -370,7 +375,7 @@ static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 			old->s[i] = old->s[old->n - 1];
 			old->n--;
 		}
-		pthread_mutex_unlock(&ctx->rx_lock);
+		pthread_mutex_unlock(&ctx->rx.lock);
 		return;
 	}
 	memcpy(r, old, sizeof(*r));
@@ -450,8 +455,8 @@ static int qps_join_locked(struct qps_ep *ep, const struct qps_mreq *mr)
 		return -EINVAL;
 	/* The rule's subscribers are this endpoint's memberships of the
 	 * group: no walk over everything the endpoint joined. */
-	idx = qps_mc_find(ctx->mc_tab, group, ep->local.sin_port);
-	r = idx < 0 ? NULL : ctx->mc_tab->slot[idx];
+	idx = qps_mc_find(ctx->dmx.mc_tab, group, ep->local.sin_port);
+	r = idx < 0 ? NULL : ctx->dmx.mc_tab->slot[idx];
 	for (i = 0; r && i < r->n; i++) {
 		if (r->s[i].ep != ep)
 			continue;
@@ -534,15 +539,15 @@ int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len)
 
 int qps_mcast_init(struct qps_ctx *ctx)
 {
-	ctx->mc_tab = qps_mc_tab_new(QPS_MC_TAB_MIN);
-	return ctx->mc_tab ? 0 : -ENOMEM;
+	ctx->dmx.mc_tab = qps_mc_tab_new(QPS_MC_TAB_MIN);
+	return ctx->dmx.mc_tab ? 0 : -ENOMEM;
 }
 
 /* Every endpoint is closed by now, so every rule is gone. */
 void qps_mcast_fini(struct qps_ctx *ctx)
 {
-	free(ctx->mc_tab);
-	ctx->mc_tab = NULL;
-	free(ctx->mc_groups);
-	ctx->mc_groups = NULL;
+	free(ctx->dmx.mc_tab);
+	ctx->dmx.mc_tab = NULL;
+	free(ctx->dmx.mc_groups);
+	ctx->dmx.mc_groups = NULL;
 }

@@ -3,7 +3,7 @@
  * Receive path: poll the receive CQ, validate each frame, hand it to the
  * demultiplexer (demux.c) and repost its buffer once the last endpoint
  * holding it has copied it out; the endpoint receive queues and the
- * receive calls. Everything here runs under ctx->rx_lock; the demux
+ * receive calls. Everything here runs under ctx->rx.lock; the demux
  * tables are read inside an epoch section instead (demux.h).
  *
  * On the UD transport a buffer holds the 40-byte GRH the device writes,
@@ -18,22 +18,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "demux.h"
+#include "endpoint.h"
 #include "qps_int.h"
+#include "rx.h"
 #include "ud.h"
 
 #define QPS_RX_FLAGS (QPS_MSG_PEEK | QPS_MSG_TRUNC | QPS_MSG_DONTWAIT)
 
 static uint8_t *qps_rx_buf_addr(struct qps_ctx *ctx, uint32_t buf)
 {
-	return ctx->rx_buf + (size_t)buf * ctx->rx_buf_size;
+	return ctx->rx.buf + (size_t)buf * ctx->rx.buf_size;
 }
 
 static int qps_rx_post(struct qps_ctx *ctx, uint32_t buf)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)qps_rx_buf_addr(ctx, buf),
-		.length = ctx->rx_buf_size,
-		.lkey = ctx->rx_mr->lkey,
+		.length = ctx->rx.buf_size,
+		.lkey = ctx->rx.mr->lkey,
 	};
 	struct ibv_recv_wr wr = {
 		.wr_id = buf,
@@ -66,28 +69,28 @@ int qps_rx_init(struct qps_ctx *ctx)
 	if (ret < 0)
 		return ret;
 	if (ctx->ud)
-		ctx->rx_buf_size = (QPS_UD_GRH_LEN + QPS_UD_HDR_LEN +
+		ctx->rx.buf_size = (QPS_UD_GRH_LEN + QPS_UD_HDR_LEN +
 				    ctx->max_payload + 63) & ~63u;
 	else
-		ctx->rx_buf_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
-	len = (size_t)ctx->rx_depth * ctx->rx_buf_size;
-	ret = ctx->ops->alloc_buf(ctx->dev, len, (void **)&ctx->rx_buf);
+		ctx->rx.buf_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
+	len = (size_t)ctx->rx.depth * ctx->rx.buf_size;
+	ret = ctx->ops->alloc_buf(ctx->dev, len, (void **)&ctx->rx.buf);
 	if (ret == 0) {
-		ctx->rx_buf_dev = true;
+		ctx->rx.buf_dev = true;
 	} else if (ret == -EOPNOTSUPP) {
-		ctx->rx_buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
-		if (!ctx->rx_buf)
+		ctx->rx.buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+		if (!ctx->rx.buf)
 			return -ENOMEM;
 	} else {
 		return ret;
 	}
-	ctx->rx_ref = calloc(ctx->rx_depth, sizeof(*ctx->rx_ref));
-	if (!ctx->rx_ref)
+	ctx->rx.ref = calloc(ctx->rx.depth, sizeof(*ctx->rx.ref));
+	if (!ctx->rx.ref)
 		return -ENOMEM;
-	ret = ctx->ops->reg_mr(ctx->dev, ctx->rx_buf, len, &ctx->rx_mr);
+	ret = ctx->ops->reg_mr(ctx->dev, ctx->rx.buf, len, &ctx->rx.mr);
 	if (ret < 0)
 		return ret;
-	for (i = 0; i < ctx->rx_depth; i++) {
+	for (i = 0; i < ctx->rx.depth; i++) {
 		ret = qps_rx_post(ctx, i);
 		if (ret < 0)
 			return ret;
@@ -97,31 +100,31 @@ int qps_rx_init(struct qps_ctx *ctx)
 
 void qps_rx_fini(struct qps_ctx *ctx)
 {
-	size_t len = (size_t)ctx->rx_depth * ctx->rx_buf_size;
+	size_t len = (size_t)ctx->rx.depth * ctx->rx.buf_size;
 
-	if (ctx->rx_mr)
-		ctx->ops->dereg_mr(ctx->rx_mr);
-	if (ctx->rx_buf_dev)
-		ctx->ops->free_buf(ctx->dev, ctx->rx_buf, len);
+	if (ctx->rx.mr)
+		ctx->ops->dereg_mr(ctx->rx.mr);
+	if (ctx->rx.buf_dev)
+		ctx->ops->free_buf(ctx->dev, ctx->rx.buf, len);
 	else
-		free(ctx->rx_buf);
-	free(ctx->rx_ref);
+		free(ctx->rx.buf);
+	free(ctx->rx.ref);
 	if (!ctx->ctl_init)
 		return;
 	qps_mcast_fini(ctx);
 	qps_demux_fini(ctx);
-	free(ctx->retired);	/* every writer flushed before returning */
+	free(ctx->dmx.retired);	/* every writer flushed before returning */
 	pthread_mutex_destroy(&ctx->ctl_lock);
 	ctx->ctl_init = false;
 }
 
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 {
-	if (--ctx->rx_ref[buf])
+	if (--ctx->rx.ref[buf])
 		return;
 	/* The QP is failed: a buffer posted now would be flushed at once,
 	 * and progress would chase it forever. qp_recover.c reposts it. */
-	if (ctx->rx_qp_err)
+	if (ctx->rx.qp_err)
 		return;
 	if (qps_rx_post(ctx, buf) < 0)
 		ctx->st.rx_errors++;
@@ -132,15 +135,15 @@ int qps_rx_refill_locked(struct qps_ctx *ctx)
 	uint32_t i;
 	int ret = 0;
 
-	for (i = 0; i < ctx->rx_depth; i++) {
-		if (ctx->rx_ref[i])
+	for (i = 0; i < ctx->rx.depth; i++) {
+		if (ctx->rx.ref[i])
 			continue;
 		if (qps_rx_post(ctx, i) < 0) {
 			ctx->st.rx_errors++;
 			ret = -EIO;
 		}
 	}
-	__atomic_store_n(&ctx->rx_qp_err, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&ctx->rx.qp_err, false, __ATOMIC_RELAXED);
 	return ret;
 }
 
@@ -178,7 +181,7 @@ void qps_ep_arm_locked(struct qps_ep *ep)
 {
 	ep->efd_armed = true;
 	/* The endpoint's epoll set holds the device event fd too. */
-	ep->ctx->cq_arm_always = true;
+	ep->ctx->rx.cq_arm_always = true;
 	qps_rx_arm_locked(ep->ctx);
 	if (ep->rxq_count)
 		qps_ep_signal(ep);
@@ -223,7 +226,7 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 		d->meta = 1;
 		ctx->st.rx_pktinfo++;
 	}
-	ctx->rx_ref[buf]++;
+	ctx->rx.ref[buf]++;
 	ctx->st.rx_packets++;
 	ctx->st.rx_bytes += fi->payload_len;
 	if (ep->rxq_count++ == 0)
@@ -284,20 +287,20 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 
 	it->ok = false;
 	it->buf = UINT32_MAX;
-	if (wc->wr_id >= ctx->rx_depth) {
+	if (wc->wr_id >= ctx->rx.depth) {
 		ctx->st.rx_errors++;
 		return;
 	}
 	it->buf = (uint32_t)wc->wr_id;
 	/* Progress holds a reference while it demultiplexes. */
-	ctx->rx_ref[it->buf] = 1;
-	if (wc->status != IBV_WC_SUCCESS || wc->byte_len > ctx->rx_buf_size) {
+	ctx->rx.ref[it->buf] = 1;
+	if (wc->status != IBV_WC_SUCCESS || wc->byte_len > ctx->rx.buf_size) {
 		ctx->st.rx_errors++;
 		/* An error completion: the QP is in the error state. Written
-		 * under rx_lock; qp_recover.c reads it as a hint without. */
+		 * under rx.lock; qp_recover.c reads it as a hint without. */
 		if (wc->status != IBV_WC_SUCCESS &&
 		    (ctx->info.caps & QPS_DEV_CAP_QP_ERR))
-			__atomic_store_n(&ctx->rx_qp_err, true,
+			__atomic_store_n(&ctx->rx.qp_err, true,
 					 __ATOMIC_RELAXED);
 		return;
 	}
@@ -328,7 +331,7 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
 	int i;
 
 	for (i = 0; i < n; i++)
-		if (wc[i].wr_id < ctx->rx_depth)
+		if (wc[i].wr_id < ctx->rx.depth)
 			__builtin_prefetch(qps_rx_buf_addr(ctx,
 							   (uint32_t)wc[i].wr_id));
 	for (i = 0; i < n; i++) {
@@ -358,16 +361,16 @@ static int qps_rx_poll_all(struct qps_ctx *ctx)
 	do {
 		/* One read-side section per batch: writers wait at most for
 		 * one batch, and the poller pays two stores per batch. */
-		qps_epoch_enter(&ctx->rx_epoch);
-		n = ctx->ops->poll_cq(ctx->rx_cq, QPS_RX_POLL_BATCH, wc);
+		qps_epoch_enter(&ctx->rx.epoch);
+		n = ctx->ops->poll_cq(ctx->rx.cq, QPS_RX_POLL_BATCH, wc);
 		if (n > 0)
 			qps_rx_batch(ctx, wc, n);
-		qps_epoch_exit(&ctx->rx_epoch);
+		qps_epoch_exit(&ctx->rx.epoch);
 		if (n == -EIO && (ctx->info.caps & QPS_DEV_CAP_QP_ERR))
 			/* Completions were lost to an overrun, and with them
 			 * their buffers: a RESET of the QP gives every buffer
 			 * back (qp_recover.c). */
-			__atomic_store_n(&ctx->rx_qp_err, true,
+			__atomic_store_n(&ctx->rx.qp_err, true,
 					 __ATOMIC_RELAXED);
 		if (n < 0)
 			return n;
@@ -384,9 +387,9 @@ int qps_rx_arm_locked(struct qps_ctx *ctx)
 {
 	if (ctx->event_fd < 0)
 		return 0;
-	if (!ctx->cq_armed) {
-		ctx->ops->req_notify_cq(ctx->rx_cq);
-		ctx->cq_armed = true;
+	if (!ctx->rx.cq_armed) {
+		ctx->ops->req_notify_cq(ctx->rx.cq);
+		ctx->rx.cq_armed = true;
 	}
 	return qps_rx_poll_all(ctx);
 }
@@ -401,12 +404,12 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 {
 	int total, n;
 
-	if (ctx->cq_armed) {
+	if (ctx->rx.cq_armed) {
 		ctx->ops->ack_events(ctx->dev);
-		ctx->cq_armed = false;
+		ctx->rx.cq_armed = false;
 	}
 	total = qps_rx_poll_all(ctx);
-	if (total < 0 || !ctx->cq_arm_always)
+	if (total < 0 || !ctx->rx.cq_arm_always)
 		return total;
 	n = qps_rx_arm_locked(ctx);
 	return n < 0 ? n : total + n;
@@ -542,7 +545,7 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 		/* A postponed doorbell must not wait for our sleep. */
 		qps_tx_poll(ctx, QPS_TXF_POLL);
 
-		pthread_mutex_lock(&ctx->rx_lock);
+		pthread_mutex_lock(&ctx->rx.lock);
 		if (qps_ep_check(ep) < 0) {
 			ret = -EBADF;
 		} else {
@@ -563,7 +566,7 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 				}
 			}
 		}
-		pthread_mutex_unlock(&ctx->rx_lock);
+		pthread_mutex_unlock(&ctx->rx.lock);
 		if (ret != -EAGAIN || dontwait)
 			return ret;
 

@@ -61,8 +61,8 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_inline_data = ctx->info.max_inline;
 	if (idx == 0) {
-		qa.recv_cq = ctx->rx_cq;
-		qa.cap.max_recv_wr = ctx->rx_depth;
+		qa.recv_cq = ctx->rx.cq;
+		qa.cap.max_recv_wr = ctx->rx.depth;
 		qa.cap.max_recv_sge = 1;
 	} else {
 		qa.recv_cq = sq->cq;

@@ -88,7 +88,7 @@ int qps_ud_dest_get(struct qps_sq *sq, uint32_t daddr,
  * address with a QPN known; else -EHOSTUNREACH (counted). No lock. */
 int qps_ud_peer_known(struct qps_ctx *ctx, uint32_t daddr);
 /* A datagram arrived from @saddr whose receiving QP is @qpn: learn it
- * (rx_lock held; cheap when nothing changed). */
+ * (rx.lock held; cheap when nothing changed). */
 void qps_ud_learn(struct qps_ctx *ctx, uint32_t saddr, uint32_t qpn);
 /* Add the UD counters into @st (qps_ctx_stats). */
 void qps_ud_stats(struct qps_ctx *ctx, struct qps_stats *st);

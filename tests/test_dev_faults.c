@@ -157,7 +157,7 @@ static void test_cq_overrun(void)
 	} else {
 		T_EQ(send_to(out, IP_RX, PORT_RX, CQ_SMALL), CQ_SMALL);
 		usleep(20000);
-		qps_emu_inject_cq_overrun(rx->rx_cq);
+		qps_emu_inject_cq_overrun(rx->rx.cq);
 	}
 	for (i = 0; i < 4; i++) {
 		ret = qps_ctx_progress(rx);

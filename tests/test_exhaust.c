@@ -551,7 +551,7 @@ static void test_cq_overrun(void)
 
 	/* Receive CQ. */
 	sent += send_flush(out, "x", 4);
-	qps_emu_inject_cq_overrun(rx->rx_cq);
+	qps_emu_inject_cq_overrun(rx->rx.cq);
 	ret = qps_ctx_progress(rx);
 	printf("\n    receive CQ overrun: progress %d (%s)\n", ret,
 	       ret < 0 ? strerror(-ret) : "ok");

@@ -524,11 +524,11 @@ static void test_unicast_paths(void)
 
 	/* Two peers of A whose 4-tuples share a bucket on B. */
 	h1 = (uint16_t)(qps_conn_hash(t_ip4(IP_A), htons(20000),
-				      htons(rport)) & b->conn_mask);
+				      htons(rport)) & b->dmx.conn_mask);
 	port1 = 20000;
 	for (sport = 20001; sport < 60000; sport++)
 		if ((qps_conn_hash(t_ip4(IP_A), htons(sport), htons(rport)) &
-		     b->conn_mask) == h1) {
+		     b->dmx.conn_mask) == h1) {
 			port2 = sport;
 			break;
 		}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Endpoints and the endpoint table of a context (endpoint.c). The table
+ * and the endpoints' bind, connect and membership state are under
+ * ctx->ctl_lock, an endpoint's receive queue under ctx->rx.lock (rx.h);
+ * the lock order is said once, at struct qps_ctx (qps_int.h).
+ */
+#ifndef QPS_ENDPOINT_H
+#define QPS_ENDPOINT_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "txq_select.h"
+
+#define QPS_DEFAULT_MAX_EP 1024
+#define QPS_EPHEMERAL_LO 32768
+#define QPS_EPHEMERAL_HI 60999
+
+struct qps_conn;
+struct qps_ctx;
+struct qps_ep_mc;
+struct qps_rxd;
+
+/* A MAC address in the low 48 bits of a word, so that it can be loaded and
+ * stored whole (struct qps_ep peer_mac48). */
+static inline uint64_t qps_mac48_pack(const uint8_t mac[6])
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 6; i++)
+		v |= (uint64_t)mac[i] << (8 * i);
+	return v;
+}
+
+static inline void qps_mac48_unpack(uint64_t v, uint8_t mac[6])
+{
+	int i;
+
+	for (i = 0; i < 6; i++)
+		mac[i] = (uint8_t)(v >> (8 * i));
+}
+
+enum qps_ep_state {
+	QPS_EP_FREE = 0,
+	QPS_EP_OPEN,
+	QPS_EP_CLOSED,
+};
+
+struct qps_ep {
+	struct qps_ctx *ctx;
+	enum qps_ep_state state;
+
+	bool nonblock;
+	bool reuseaddr;
+	bool pktinfo;
+	bool bound;
+	bool connected;
+	int priority;
+	int rcvtimeo_ms;
+	int sndtimeo_ms;
+	int error;
+	uint32_t rcvbuf;
+
+	/* peer, connected and txq_tuple are written by connect holding every
+	 * send queue's lock (and ctl_lock); senders read them under the lock
+	 * of the send queue they use. */
+	struct sockaddr_in local;
+	struct sockaddr_in peer;
+	/* The peer's MAC (6 bytes in the low 48 bits) and the route
+	 * generation it was resolved under. Senders on different send queues
+	 * may refresh them at once: both atomic, generation stored last
+	 * (release) and loaded first (acquire), see tx.c. */
+	uint64_t peer_mac48;
+	uint64_t peer_route_gen;
+	/* Send-QP selection (txq_select.h): the cached pick of a connected
+	 * endpoint and the 4-tuple it hashes. */
+	struct qps_txq_cache txq_cache;
+	struct qps_txq_tuple txq_tuple;
+
+	/* Receive queue; ring of rxq_cap, guarded by ctx->rx.lock, as are
+	 * pktinfo, rxts and the eventfd state. */
+	struct qps_rxd *rxq;
+	uint32_t rxq_cap;
+	uint32_t rxq_head;	/* next to pop */
+	uint32_t rxq_count;
+	uint64_t *rxts;		/* receive timestamps, allocated by PKTINFO */
+	bool efd_armed;		/* someone may wait on efd: signal it */
+	bool efd_on;		/* efd is signalled */
+
+	int efd;		/* eventfd: readable while rxq is non-empty */
+	int epfd;		/* epoll set {efd, device event fd} */
+
+	/* Demux tables (demux.h): written under ctl_lock, read by the
+	 * receive path inside an epoch section. */
+	struct qps_ep *bind_next;	/* RCU: bind bucket chain */
+	struct qps_conn *conn;		/* RCU: 4-tuple while connected */
+	struct qps_ep_mc *mc;		/* memberships, under ctl_lock */
+	uint32_t nmc;
+	uint32_t mc_cap;
+	struct qps_ep *free_next;	/* FIFO of reusable slots, ctl_lock */
+};
+
+/*
+ * The slab every endpoint of a context lives in, for the context's
+ * lifetime. max and eps are fixed after creation; the rest is under
+ * ctx->ctl_lock. A closed slot goes to the tail of the free list, so a
+ * stale handle reads "closed" for as long as possible.
+ */
+struct qps_ep_tab {
+	uint32_t max;
+	struct qps_ep *eps;
+	struct qps_ep *free_head;
+	struct qps_ep *free_tail;
+	uint32_t nused;			/* slots taken */
+	uint16_t eph_next;		/* next ephemeral port to try */
+};
+
+int qps_ep_check(struct qps_ep *ep);
+int qps_sin_check(const struct sockaddr *addr, socklen_t len,
+		  const struct sockaddr_in **sin_out);
+int qps_ep_autobind(struct qps_ep *ep);
+void qps_ep_release_all(struct qps_ctx *ctx);
+
+#endif /* QPS_ENDPOINT_H */
