@@ -154,9 +154,9 @@ static void *qps_db_main(void *arg)
 	prctl(PR_SET_TIMERSLACK, QPS_DB_SLACK_NS, 0, 0, 0);
 	/* While bursts stream, the flusher wakes once per delay. As a
 	 * SCHED_BATCH thread its wake-ups never preempt the sender on its
-	 * CPU (measured: 35-40% of the MSG_MORE send rate on a loaded 2-core
-	 * machine otherwise); it runs on an idle CPU or at the sender's next
-	 * pause, which is when a stranded doorbell matters. Best effort. */
+	 * CPU (docs/performance.md has the cost otherwise); it runs on an
+	 * idle CPU or at the sender's next pause, which is when a stranded
+	 * doorbell matters. Best effort. */
 	pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
 	pthread_mutex_lock(&t->lock);
 	while (!t->stop) {

@@ -8,7 +8,7 @@
  * looking alive.
  *
  * So the send path marks the send queue (qp_err) when it reaps an error,
- * the receive path marks the context (rx_qp_err) when it sees one or its
+ * the receive path marks the context (rx.qp_err) when it sees one or its
  * CQ overran (the lost completions took their buffers), and stops
  * reposting; the next progress call (qps_tx_poll) brings the QP back
  * through RESET, the way a driver recovers a ring: ring what is pending,
@@ -22,8 +22,8 @@
  * Only providers whose QPs fail as a whole do this (QPS_DEV_CAP_QP_ERR);
  * on packet an error completion fails its own WQE and nothing else.
  *
- * Locks: sq->lock of the failed queue, then rx_lock (the context's order).
- * The flag is written under rx_lock and read here as a hint without it;
+ * Locks: sq->lock of the failed queue, then rx.lock (the context's order).
+ * The flag is written under rx.lock and read here as a hint without it;
  * nothing else is published through it, hence relaxed.
  */
 #include <string.h>
@@ -32,7 +32,7 @@
 
 static bool qps_qp_failed(const struct qps_sq *sq)
 {
-	/* A hint read without rx_lock (written under it); the decision is
+	/* A hint read without rx.lock (written under it); the decision is
 	 * taken again under the lock. */
 	return sq->qp_err ||
 	       (sq->idx == 0 &&

@@ -4,7 +4,7 @@
  * raw-packet QP (UD transport: a UD QP brought up to RTS, and a
  * destination per slot), its slice of the registered slot buffer, a
  * free-slot stack and WRs, and the send path's own state (sq_path.h). Send
- * queue 0's QP also receives into ctx->rx_cq; the others have no receive
+ * queue 0's QP also receives into ctx->rx.cq; the others have no receive
  * queue (max_recv_wr 0), and name their own send CQ as receive CQ because
  * some providers (packet, libibverbs) refuse a QP without one.
  */

@@ -12,8 +12,9 @@
  * txq_select counters of this QP (enqueued: posting side; completed:
  * completion side) each have one writer at a time. Operations on the whole
  * context (connect, close, destroy, stats) take the locks one by one, or
- * all of them in index order (qps_sq_lock_all), before ctl_lock and
- * rx_lock. A sender holds one send queue's lock at a time.
+ * all of them in index order (qps_sq_lock_all; the whole lock order is at
+ * struct qps_ctx, qps_int.h). A sender holds one send queue's lock at a
+ * time.
  *
  * Priority bands: a sender builds its frame under sq->lock, releases it
  * and hands the slot to sq->prio lock-free; the band owner's post callback
@@ -121,7 +122,7 @@ static inline struct qps_prio *qps_sq_prio(struct qps_ctx *ctx, uint32_t q)
 
 /* sq.c: lifetime */
 /* ctx->nsq send queues: QPs, CQs, slots; on failure ctx->sq may be left
- * partly built for qps_sqs_destroy. Needs ctx->rx_cq (QP 0 receives). */
+ * partly built for qps_sqs_destroy. Needs ctx->rx.cq (QP 0 receives). */
 int qps_sqs_create(struct qps_ctx *ctx);
 void qps_sqs_destroy(struct qps_ctx *ctx);
 

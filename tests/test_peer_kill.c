@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Peer failure on the emu wire (issue 10): a process killed with SIGKILL
+ * Peer failure on the emu wire: a process killed with SIGKILL
  * while it sends must not take the others down with it.
  *
  * kill mid-burst: two survivor contexts in this process (R receives on a

@@ -347,6 +347,52 @@ static void test_raw_modify(void)
 	end_test();
 }
 
+/*
+ * The direct path's own ring indices follow the QP through RESET, as
+ * libmlx4's do and as the HCA, which restarts at WQE 0, needs: a QP that
+ * the direct path had used (head, tail and wr_id map moved on) comes out
+ * of RESET with all three back at zero. The double has no mlx4 ring, so
+ * the QP is given the state the direct path would have left; the reset
+ * itself is the provider's real modify_qp on a real QP of the double.
+ */
+static void test_direct_reset(void)
+{
+	struct ibv_qp_attr qa;
+	struct qps_verbs_qp *vq;
+	struct qps_ctx *a;
+	struct qps_qp *qp;
+	uint32_t i;
+
+	t_wire_name(g_wire, sizeof(g_wire), "vb-dreset");
+	a = mkctx(IP_A);
+	qp = a->sq[0].qp;
+	vq = qps_verbs_qp(qp);
+	CU_ASSERT_FALSE_FATAL(vq->direct);
+	vq->wqe_cnt = 8;
+	vq->wrid = calloc(vq->wqe_cnt, sizeof(*vq->wrid));	/* freed by destroy */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(vq->wrid);
+	for (i = 0; i < vq->wqe_cnt; i++)
+		vq->wrid[i] = 100 + i;
+	vq->head = 13;
+	vq->tail = 11;
+	vq->direct = true;
+	/* ERR is not RESET: the indices stay for the flushes to map. */
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_state = IBV_QPS_ERR;
+	T_EQ(a->ops->modify_qp(qp, &qa, IBV_QP_STATE), 0);
+	T_EQ(vq->head, 13);
+	T_EQ(vq->tail, 11);
+	qa.qp_state = IBV_QPS_RESET;
+	T_EQ(a->ops->modify_qp(qp, &qa, IBV_QP_STATE), 0);
+	T_EQ(vq->head, 0);
+	T_EQ(vq->tail, 0);
+	for (i = 0; i < vq->wqe_cnt; i++)
+		T_EQ(vq->wrid[i], 0);
+	/* The generic path's QPs never had these indices. */
+	vq->direct = false;
+	end_test();
+}
+
 struct ud_side {
 	struct qps_ctx *ctx;
 	struct qps_cq *cq;
@@ -569,6 +615,7 @@ static CU_TestInfo tests[] = {
 	{ "datagrams and counters", test_traffic_counters },
 	{ "multicast joins the kernel (IGMP)", test_igmp },
 	{ "raw-packet QP modify", test_raw_modify },
+	{ "direct path: ring indices restart at RESET", test_direct_reset },
 	{ "UD: GIDs, AH, Q_Key, GRH", test_ud },
 	CU_TEST_INFO_NULL,
 };
