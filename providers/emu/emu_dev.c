@@ -71,12 +71,12 @@ static int emu_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
 	pthread_mutex_init(&dev->lock, NULL);
 	pthread_spin_init(&dev->bf.lock, PTHREAD_PROCESS_PRIVATE);
 	qps_sw_mr_init(&dev->mrs, QPS_EMU_MAX_MR);
-	dev->bf_reg = aligned_alloc(64, 2 * QPS_EMU_BF_SIZE);
+	dev->bf_reg = aligned_alloc(64, 2 * (size_t)QPS_EMU_BF_SIZE);
 	if (!dev->bf_reg) {
 		dev_free(dev);
 		return -ENOMEM;
 	}
-	memset(dev->bf_reg, 0, 2 * QPS_EMU_BF_SIZE);
+	memset(dev->bf_reg, 0, 2 * (size_t)QPS_EMU_BF_SIZE);
 	for (tries = 0; tries < EMU_OPEN_TRIES && r == -EAGAIN; tries++) {
 		r = qps_emu_wire_attach(wire_name(attr), &dev->wire);
 		if (r)
