@@ -257,7 +257,7 @@ int qps_ep_close(struct qps_ep *ep)
 		return ret;
 	ctx = ep->ctx;
 	/* What this endpoint queued under MSG_MORE goes out now. */
-	qps_tx_poll(ctx, QPS_TXF_POLL);
+	qps_tx_poll(ctx, QPS_TXF_CLOSE);
 	qps_sq_lock_all(ctx);
 	pthread_mutex_lock(&ctx->ctl_lock);
 	if (qps_ep_check(ep) < 0)
