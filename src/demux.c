@@ -23,6 +23,7 @@
  */
 #include <arpa/inet.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "demux.h"
 #include "endpoint.h"
@@ -325,6 +326,19 @@ void qps_demux_prefetch(struct qps_ctx *ctx, const struct qps_frame_info *fi,
 		__builtin_prefetch(c);
 }
 
+/* Limited broadcast, or a directed (subnet) broadcast: a frame to the
+ * Ethernet broadcast address that is not addressed to us. */
+static bool qps_is_bcast(const struct qps_ctx *ctx,
+			 const struct qps_frame_hdr *h)
+{
+	static const uint8_t ff[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+	if (h->daddr == htonl(INADDR_BROADCAST))
+		return true;
+	return h->daddr != ctx->info.addr.s_addr &&
+	       !memcmp(h->dst_mac, ff, sizeof(ff));
+}
+
 void qps_demux(struct qps_ctx *ctx, uint32_t buf,
 	       const struct qps_frame_info *fi)
 {
@@ -333,7 +347,7 @@ void qps_demux(struct qps_ctx *ctx, uint32_t buf,
 
 	if (IN_MULTICAST(daddr))
 		qps_demux_mcast(ctx, buf, fi, &ts);
-	else if (daddr == INADDR_BROADCAST)
+	else if (qps_is_bcast(ctx, &fi->hdr))
 		qps_demux_bcast(ctx, buf, fi, &ts);
 	else
 		qps_demux_ucast(ctx, buf, fi, &ts);

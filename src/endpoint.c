@@ -418,6 +418,10 @@ int qps_getsockname(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len)
 		sin.sin_port = ep->local.sin_port;
 		sin.sin_addr = ep->local.sin_addr;
 	}
+	/* As Linux: a wildcard-bound endpoint that connects takes the source
+	 * address its datagrams leave with, until it disconnects. */
+	if (ep->connected && sin.sin_addr.s_addr == INADDR_ANY)
+		sin.sin_addr = ep->ctx->info.addr;
 	return qps_sin_out(&sin, addr, len);
 }
 

@@ -549,7 +549,8 @@ static void test_nonblock_timeout(void)
 	EQ(get_int(ep, QPS_OPT_NONBLOCK), 0);
 	EQ(qps_recv(ep, in, sizeof(in), QPS_MSG_DONTWAIT), -EAGAIN);
 
-	set_int(ep, QPS_OPT_NONBLOCK, 1);
+	set_int(ep, QPS_OPT_NONBLOCK, 2);	/* any nonzero int is on */
+	EQ(get_int(ep, QPS_OPT_NONBLOCK), 1);	/* and reads back 1 */
 	EQ(qps_recv(ep, in, sizeof(in), 0), -EAGAIN);
 	set_int(ep, QPS_OPT_NONBLOCK, 0);
 
@@ -822,19 +823,27 @@ static void test_connect(void)
 		EQ(src.sin_addr.s_addr, ip_of(IP_B));
 		EQ(sin_port(&src), 6000);
 	}
-	/* Connecting an unbound endpoint binds it to an ephemeral port. */
+	/* Connecting an unbound endpoint binds it to an ephemeral port;
+	 * as on Linux it then names the address its datagrams leave from. */
 	cx = mkep(b, NULL, 0);
 	EQ(qps_connect(cx, (struct sockaddr *)&d, sizeof(d)), 0);
 	sl = sizeof(got);
 	memset(&got, 0, sizeof(got));
 	EQ(qps_getsockname(cx, (struct sockaddr *)&got, &sl), 0);
 	EQ(got.sin_family, AF_INET);
+	EQ(got.sin_addr.s_addr, ip_of(IP_B));
 	CU_ASSERT(sin_port(&got) != 0);
 	EQ(qps_send(cx, "eph", 3, 0), 3);
 	sl = sizeof(src);
 	EQ(qps_recvfrom(rx, in, sizeof(in), 0, (struct sockaddr *)&src, &sl),
 	   3);
 	EQ(sin_port(&src), sin_port(&got));
+	memset(&unspec, 0, sizeof(unspec));
+	unspec.sin_family = AF_UNSPEC;
+	EQ(qps_connect(cx, (struct sockaddr *)&unspec, sizeof(unspec)), 0);
+	sl = sizeof(got);
+	EQ(qps_getsockname(cx, (struct sockaddr *)&got, &sl), 0);
+	EQ(got.sin_addr.s_addr, INADDR_ANY);	/* wildcard again */
 
 	/* A connected receiver takes datagrams only from its peer:
 	 * same address other port (s2) and other address same port (s3)
@@ -886,6 +895,61 @@ static void test_connect(void)
 	EQ(sin_port(&src), 6000);
 
 	EQ(drain(rx), 0);
+	t_suite_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Broadcast.                                                          */
+
+/* Limited and (on emu, whose wire is one /24) directed broadcast reach
+ * every wildcard-bound endpoint of the port, on every context, once;
+ * an endpoint bound to its unicast address does not take them. */
+static void test_broadcast(void)
+{
+	const char *dsts[] = { "255.255.255.255", "198.18.0.255" };
+	char wire[64];
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *tx, *b1, *b2, *bu, *c1;
+	uint8_t in[64];
+	unsigned int i, n = t_provider_is("emu") ? 2 : 1;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "ep-bcast");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	c = t_suite_ctx(wire, IP_C);
+	tx = mkep(a, IP_A, 4000);
+	EQ_FATAL(qps_ep_create(b, QPS_EP_DGRAM, &b1), 0);
+	EQ_FATAL(qps_ep_create(b, QPS_EP_DGRAM, &b2), 0);
+	set_int(b1, QPS_OPT_REUSEADDR, 1);
+	set_int(b2, QPS_OPT_REUSEADDR, 1);
+	{
+		struct sockaddr_in any = t_sin("0.0.0.0", 6100);
+
+		EQ_FATAL(qps_bind(b1, (struct sockaddr *)&any, sizeof(any)), 0);
+		EQ_FATAL(qps_bind(b2, (struct sockaddr *)&any, sizeof(any)), 0);
+	}
+	set_int(b1, QPS_OPT_RCVTIMEO, T_RCVTIMEO);
+	set_int(b2, QPS_OPT_RCVTIMEO, T_RCVTIMEO);
+	bu = mkep(b, IP_B, 6101);
+	c1 = mkep(c, "0.0.0.0", 6100);
+
+	for (i = 0; i < n; i++) {
+		EQ(send_to(tx, dsts[i], 3, 0, dsts[i], 6100), 3);
+		EQ(send_to(tx, "bu", 2, 0, dsts[i], 6101), 2);
+		EQ(qps_recv(b1, in, sizeof(in), 0), 3);
+		EQ(qps_recv(b2, in, sizeof(in), 0), 3);
+		EQ(qps_recv(c1, in, sizeof(in), 0), 3);
+		progress_idle(b);
+		EQ(drain(b1), 0);
+		EQ(drain(b2), 0);
+		EQ(drain(c1), 0);
+		EQ(drain(bu), 0);
+	}
+	/* Unicast to b's address still goes to one endpoint only. */
+	EQ(send_to(tx, "uni", 3, 0, IP_B, 6100), 3);
+	progress_idle(b);
+	EQ(drain(b1) + drain(b2), 1);
 	t_suite_end();
 }
 
@@ -1220,6 +1284,7 @@ static CU_TestInfo tests[] = {
 	{ "readiness fd, sender in another process", test_epoll_process },
 	{ "connect, disconnect, names", test_connect },
 	{ "bind rules", test_bind },
+	{ "limited and directed broadcast", test_broadcast },
 	{ "unreachable destinations", test_unreachable },
 	{ "stats", test_stats },
 	{ "RCVBUF limit and drop accounting", test_rcvbuf },

@@ -342,7 +342,9 @@ ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags);
 ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
 		     struct sockaddr *src, socklen_t *src_len);
 
-/* Options for qps_setopt / qps_getopt; values are int unless noted. */
+/* Options for qps_setopt / qps_getopt; values are int unless noted. A 0/1
+ * option takes any int (nonzero is on) and reads back 0 or 1, as Linux's
+ * boolean socket options do. */
 enum qps_opt {
 	QPS_OPT_NONBLOCK = 1,	/* 0/1: calls never wait */
 	QPS_OPT_RCVBUF,		/* max datagrams queued for qps_recv */
