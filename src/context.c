@@ -299,7 +299,7 @@ static int qps_ctx_eps(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 
 	ctx->ept.max = QPS_DEFAULT_MAX_EP;
 	if (attr && (attr->comp_mask & QPS_CTX_ATTR_MAX_EP)) {
-		if (attr->max_ep == 0 || attr->max_ep > 65536)
+		if (attr->max_ep == 0 || attr->max_ep > QPS_MAX_EP)
 			return -EINVAL;
 		ctx->ept.max = attr->max_ep;
 	}

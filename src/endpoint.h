@@ -16,6 +16,7 @@
 #include "txq_select.h"
 
 #define QPS_DEFAULT_MAX_EP 1024
+#define QPS_MAX_EP 65536u	/* the largest max_ep */
 #define QPS_EPHEMERAL_LO 32768
 #define QPS_EPHEMERAL_HI 60999
 

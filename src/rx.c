@@ -118,6 +118,11 @@ void qps_rx_fini(struct qps_ctx *ctx)
 	ctx->ctl_init = false;
 }
 
+/* A buffer is held by the poller and by up to every endpoint at once. */
+_Static_assert((uint64_t)QPS_MAX_EP + 1 <
+		       1ull << (8 * sizeof(((struct qps_rx *)0)->ref[0])),
+	       "rx.ref cannot count every endpoint holding one buffer");
+
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 {
 	if (--ctx->rx.ref[buf])
