@@ -445,17 +445,51 @@ static void test_ep_closed(void)
 	again = mkep(ctx);
 	EQ(qps_bind(again, (struct sockaddr *)&sin, sizeof(sin)), 0);
 
-	/* A stale handle does not act on a newer endpoint. Only checkable
-	 * when the new endpoint got a different handle. */
+	/* A stale handle does not act on a newer endpoint while its slot
+	 * waits behind every other free one. */
 	other = mkep(ctx);
-	if (other != ep && other != bound && again != ep && again != bound) {
-		EQ(qps_ep_close(ep), -EBADF);
-		EQ(qps_getsockname(other, (struct sockaddr *)&sin,
-				   &(socklen_t){ sizeof(sin) }), 0);
-		EQ(qps_ep_close(other), 0);
-	}
+	CU_ASSERT(other != ep && other != bound && again != ep &&
+		  again != bound);
+	EQ(qps_ep_close(ep), -EBADF);
+	EQ(qps_getsockname(other, (struct sockaddr *)&sin,
+			   &(socklen_t){ sizeof(sin) }), 0);
+	EQ(qps_ep_close(other), 0);
 	EQ(qps_ep_close(again), 0);
 	EQ(qps_ep_close(again), -EBADF);
+	t_end();
+}
+
+/* api.md: a closed slot is reused first-closed first-reused, after every
+ * other free slot; only then may the old handle name a new endpoint. */
+static void test_ep_reuse_order(void)
+{
+	struct qps_ctx_attr attr;
+	struct qps_ctx *ctx = NULL;
+	struct qps_ep *a, *b, *c, *d, *e;
+	char wire[64];
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "api-reuse");
+	attr = t_emu_attr(wire, IP_A);
+	attr.comp_mask |= QPS_CTX_ATTR_MAX_EP;
+	attr.max_ep = 4;
+	EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	t_ctxs_add(&t_suite_ctxs, ctx);
+	a = mkep(ctx);
+	b = mkep(ctx);
+	EQ(qps_ep_close(a), 0);
+	c = mkep(ctx);			/* max_ep - 2 - 1 = 1 never-used slot */
+	EQ(qps_ep_close(a), -EBADF);
+	d = mkep(ctx);			/* ... and one more free before it */
+	EQ(qps_ep_close(a), -EBADF);
+	CU_ASSERT(c != a && d != a);
+	e = mkep(ctx);			/* the only free slot left: a's */
+	CU_ASSERT(e == a);
+	EQ(qps_ep_close(e), 0);
+	EQ(qps_ep_close(d), 0);
+	EQ(qps_ep_close(c), 0);
+	EQ(qps_ep_close(b), 0);
+	CU_ASSERT(mkep(ctx) == e);	/* first closed, first reused */
 	t_end();
 }
 
@@ -875,6 +909,7 @@ static CU_TestInfo tests[] = {
 	{ "endpoint create bad input", test_ep_create_bad },
 	{ "NULL endpoint", test_ep_null },
 	{ "closed endpoint", test_ep_closed },
+	{ "closed slots reused last, in order", test_ep_reuse_order },
 	{ "NULL buffers", test_buffers },
 	{ "bad addresses", test_addresses },
 	{ "options", test_options },

@@ -5,9 +5,11 @@
  * Conventions, for every call in this header:
  *  - a call returns 0, a count, or a negative errno value (-EINVAL, ...);
  *  - no call reads or writes the thread's errno;
- *  - handles are opaque; a handle passed after it was closed returns -EBADF
- *    (endpoint memory stays owned by its context, so a stale handle is never
- *    a use-after-free while the context lives).
+ *  - handles are opaque; like a file descriptor, an endpoint handle must
+ *    not be used after it is closed: it returns -EBADF until its slot is
+ *    reused (closed slots are reused last), and may then name a new
+ *    endpoint. Endpoint memory stays owned by its context, so a stale
+ *    handle is never a use-after-free while the context lives.
  *
  * The reference for each call is docs/api.md.
  */
