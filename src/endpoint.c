@@ -366,12 +366,8 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 			ep->peer.sin_family = AF_INET;
 			ep->peer.sin_addr = sin->sin_addr;
 			ep->peer.sin_port = sin->sin_port;
-			/* Release: pairs with the acquire in tx.c's peer
-			 * MAC lookup (senders on other queues store too). */
-			__atomic_store_n(&ep->peer_mac48, qps_mac48_pack(mac),
-					 __ATOMIC_RELAXED);
-			__atomic_store_n(&ep->peer_route_gen, gen,
-					 __ATOMIC_RELEASE);
+			/* A new peer: its MAC replaces any newer one. */
+			qps_ep_peer_mac_store(ep, gen, mac, true);
 			/* A new destination: the next send picks its QP
 			 * again (a reconnect counts as a reset). */
 			if (ep->connected)
@@ -392,6 +388,45 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 	}
 	qps_sq_unlock_all(ctx);
 	return ret;
+}
+
+/*
+ * Senders on different send queues may refresh the peer's MAC at once
+ * (tx.c); two plain stores each could interleave into the old MAC under
+ * the new generation. Under peer_lock the pair is one update, and an
+ * older generation never replaces a newer one, so a slow resolver cannot
+ * undo a fresh one. Nothing blocks inside: the resolution is done before.
+ */
+void qps_ep_peer_mac_store(struct qps_ep *ep, uint64_t gen,
+			   const uint8_t mac[6], bool force)
+{
+	/* Acquire: pairs with the release at the end (the previous holder's
+	 * stores are seen). */
+	while (__atomic_exchange_n(&ep->peer_lock, 1, __ATOMIC_ACQUIRE))
+		qps_cpu_relax();
+	if (force ||
+	    __atomic_load_n(&ep->peer_route_gen, __ATOMIC_RELAXED) < gen) {
+		__atomic_store_n(&ep->peer_mac48, qps_mac48_pack(mac),
+				 __ATOMIC_RELAXED);
+		/* Release: pairs with the acquire in qps_ep_peer_mac_load. */
+		__atomic_store_n(&ep->peer_route_gen, gen, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&ep->peer_lock, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * The MAC resolved under @gen, if that is what is published. A store that
+ * overlaps the read can only bring a MAC resolved later (stores are
+ * ordered by generation), which is as good for @gen.
+ */
+bool qps_ep_peer_mac_load(struct qps_ep *ep, uint64_t gen, uint8_t mac[6])
+{
+	/* Acquire: pairs with the release in qps_ep_peer_mac_store. */
+	if (__atomic_load_n(&ep->peer_route_gen, __ATOMIC_ACQUIRE) != gen)
+		return false;
+	qps_mac48_unpack(__atomic_load_n(&ep->peer_mac48, __ATOMIC_RELAXED),
+			 mac);
+	return true;
 }
 
 static int qps_sin_out(const struct sockaddr_in *sin, struct sockaddr *addr,

@@ -72,11 +72,12 @@ struct qps_ep {
 	struct sockaddr_in local;
 	struct sockaddr_in peer;
 	/* The peer's MAC (6 bytes in the low 48 bits) and the route
-	 * generation it was resolved under. Senders on different send queues
-	 * may refresh them at once: both atomic, generation stored last
-	 * (release) and loaded first (acquire), see tx.c. */
+	 * generation it was resolved under, published as one update by
+	 * qps_ep_peer_mac_store (under peer_lock) and read without a lock
+	 * by qps_ep_peer_mac_load. */
 	uint64_t peer_mac48;
 	uint64_t peer_route_gen;
+	uint8_t peer_lock;
 	/* Send-QP selection (txq_select.h): the cached pick of a connected
 	 * endpoint and the 4-tuple it hashes. */
 	struct qps_txq_cache txq_cache;
@@ -125,5 +126,10 @@ int qps_sin_check(const struct sockaddr *addr, socklen_t len,
 		  const struct sockaddr_in **sin_out);
 int qps_ep_autobind(struct qps_ep *ep);
 void qps_ep_release_all(struct qps_ctx *ctx);
+
+/* endpoint.c: the connected peer's MAC, see struct qps_ep. */
+void qps_ep_peer_mac_store(struct qps_ep *ep, uint64_t gen,
+			   const uint8_t mac[6], bool force);
+bool qps_ep_peer_mac_load(struct qps_ep *ep, uint64_t gen, uint8_t mac[6]);
 
 #endif /* QPS_ENDPOINT_H */

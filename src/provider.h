@@ -233,7 +233,8 @@ struct qps_provider_ops {
 	int (*resolve)(struct qps_dev *dev, struct in_addr dst,
 		       uint8_t mac_out[6]);
 	/* Changes when any resolution may have changed (port left, address
-	 * moved): cached destinations are stale once it differs. */
+	 * moved): cached destinations are stale once it differs. It only
+	 * grows: a larger value is a newer state. */
 	uint64_t (*route_gen)(struct qps_dev *dev);
 
 	/*

@@ -351,34 +351,20 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
 	return 0;
 }
 
-/*
- * The connected peer's MAC, re-resolved once the route generation moved.
- * Senders on two send queues may refresh it at once (the endpoint's
- * cached pick changed between them): both store the same resolution, the
- * MAC first and the generation last.
- */
+/* The connected peer's MAC, re-resolved once the route generation moved
+ * (senders on other send queues may do the same at once: endpoint.c). */
 static int qps_tx_peer_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
 				  uint64_t gen, uint8_t mac[6])
 {
 	int ret;
 
-	/* Acquire: pairs with the release below (a sender on another send
-	 * queue) and in qps_connect: the MAC stored before the generation
-	 * is the one this generation resolved, or a newer one. */
-	if (__atomic_load_n(&ep->peer_route_gen, __ATOMIC_ACQUIRE) == gen) {
-		qps_mac48_unpack(__atomic_load_n(&ep->peer_mac48,
-						 __ATOMIC_RELAXED), mac);
+	if (qps_ep_peer_mac_load(ep, gen, mac))
 		return 0;
-	}
 	ret = qps_route_resolve(ep->ctx, sq->route, ep->peer.sin_addr.s_addr,
 				mac);
 	if (ret < 0)
 		return ret;
-	__atomic_store_n(&ep->peer_mac48, qps_mac48_pack(mac),
-			 __ATOMIC_RELAXED);
-	/* Release: pairs with the acquire above (this or another sender):
-	 * whoever sees @gen sees this MAC or a newer one. */
-	__atomic_store_n(&ep->peer_route_gen, gen, __ATOMIC_RELEASE);
+	qps_ep_peer_mac_store(ep, gen, mac, false);
 	return 0;
 }
 
