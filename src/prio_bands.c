@@ -123,10 +123,21 @@ static bool qps_prio_backlog(struct qps_prio *b)
 {
 	int i;
 
+	/*
+	 * Seq_cst, both loads: a producer that found MISSED set wrote no
+	 * word, only claimed (seq_cst) and published (seq_cst) before its
+	 * look at the word, which precedes our exchange that cleared MISSED
+	 * and so these loads in the single total order; they see its item,
+	 * which its own next send must not bypass. A relaxed head could be
+	 * older than that claim (tests/model/prio_owner.pml,
+	 * MUT_RELAXED_BACKLOG).
+	 */
 	for (i = 0; i < QPS_PRIO_BANDS; i++) {
-		uint32_t n = qps_mpsc_count(&b->ring[i]);
+		uint32_t n = qps_mpsc_count_mo(&b->ring[i],
+					       memory_order_seq_cst);
 
-		if (n > 1 || (n == 1 && qps_mpsc_ready(&b->ring[i], 0)))
+		if (n > 1 || (n == 1 && qps_mpsc_ready_mo(&b->ring[i], 0,
+							  memory_order_seq_cst)))
 			return true;
 	}
 	return false;
@@ -347,7 +358,10 @@ static int qps_prio_push(struct qps_prio *b, int band, void *item,
 	uint64_t pos;
 	int ret;
 
-	ret = qps_mpsc_claim(r, 1, &pos);
+	/* With @sc the claim too is seq_cst: qps_prio_backlog() must see
+	 * it (an RMW: a locked instruction on x86 either way). */
+	ret = qps_mpsc_claim_mo(r, 1, &pos, sc ? memory_order_seq_cst :
+						 memory_order_relaxed);
 	if (ret < 0)
 		return ret;
 	qps_mpsc_publish_mo(r, pos, &item, &bytes, 1,
