@@ -188,16 +188,20 @@ static uint32_t qps_prio_drain(struct qps_prio *b, bool *stopped)
 {
 	void *items[QPS_PRIO_BURST_MAX];
 	uint32_t total = 0, n = 0;
+	bool more = false;
 	int band;
 
 	*stopped = true;
 	for (;;) {
 		uint32_t k;
-		bool more;
 		int ret;
 
-		if (atomic_load_explicit(&b->paused, memory_order_relaxed))
+		if (atomic_load_explicit(&b->paused, memory_order_relaxed)) {
+			/* The last post promised another: take it back. */
+			if (more)
+				b->post(b->arg, items, 0, false);
 			return total;
+		}
 		for (band = 0; band < QPS_PRIO_BANDS; band++) {
 			n = qps_mpsc_peek(&b->ring[band], items, NULL,
 					  b->burst);

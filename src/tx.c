@@ -270,19 +270,31 @@ static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
 int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 {
 	struct qps_sq *sq = arg;
-	const struct qps_tx_meta *last;
-	uint32_t slot = 0;
+	uint32_t last_flags = 0;
+	const void *last_who = NULL;
 	unsigned int i;
 
 	pthread_mutex_lock(&sq->lock);
 	for (i = 0; i < n; i++) {
-		slot = (uint32_t)((uintptr_t)items[i] - 1);
+		uint32_t slot = (uint32_t)((uintptr_t)items[i] - 1);
+
+		/* Read before the post: a refused frame's slot is freed. */
+		last_flags = sq->meta[slot].flags;
+		last_who = sq->meta[slot].who;
 		qps_tx_post_slot_locked(sq, slot, more || i + 1 < n ||
-					(sq->meta[slot].flags & QPS_TXM_MORE));
+					(last_flags & QPS_TXM_MORE));
 	}
-	last = &sq->meta[slot];
-	if (!more && (last->flags & QPS_TXM_MORE) && last->who != &qps_tx_self)
-		qps_db_defer_locked(sq);
+	/* The WQEs written with the `more` hint are rung here unless a post
+	 * follows, including when the burst's last frame was refused (they
+	 * were written for a doorbell it would have rung) and when @n is 0
+	 * (the owner stopped after a `more`: paused). The sender of a MORE
+	 * tail rings at its own end, or the bounded delay does. */
+	if (!more && sq->unrung) {
+		if (!(last_flags & QPS_TXM_MORE))
+			qps_db_ring_locked(sq, QPS_TXF_SEND);
+		else if (last_who != &qps_tx_self)
+			qps_db_defer_locked(sq);
+	}
 	pthread_mutex_unlock(&sq->lock);
 	return (int)n;
 }
