@@ -52,9 +52,27 @@ static int qps_depth(const struct qps_ctx_attr *attr, uint64_t bit,
 	return 0;
 }
 
+uint32_t qps_fork_gen;
+static pthread_once_t qps_fork_once = PTHREAD_ONCE_INIT;
+
+/* Single-threaded in the child (only the forking thread exists). */
+static void qps_fork_child(void)
+{
+	qps_fork_gen++;
+}
+
+static void qps_fork_hook(void)
+{
+	/* Cannot fail but for ENOMEM, and then no child can tell apart a
+	 * context of its parent: nothing better to do than go on. */
+	(void)pthread_atfork(NULL, NULL, qps_fork_child);
+}
+
 int qps_ctx_check(const struct qps_ctx *ctx)
 {
-	return ctx ? 0 : -EINVAL;
+	if (!ctx)
+		return -EINVAL;
+	return qps_ctx_forked(ctx) ? -ECHILD : 0;
 }
 
 /* The send path: attr, else $QPS_TX_PATH, else auto; auto is direct
@@ -334,9 +352,11 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	    !attr->provider)
 		return -EINVAL;
 
+	pthread_once(&qps_fork_once, qps_fork_hook);
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
+	ctx->fork_gen = qps_fork_gen;
 	pthread_mutex_init(&ctx->rx.lock, NULL);
 	ctx->event_fd = -1;
 	ctx->ept.eph_next = QPS_EPHEMERAL_LO + (getpid() % 1000);

@@ -30,7 +30,7 @@ int qps_ep_check(struct qps_ep *ep)
 	/* Acquire: pairs with the release in qps_ep_set_state(). */
 	if (!ep || __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) != QPS_EP_OPEN)
 		return -EBADF;
-	return 0;
+	return qps_ctx_forked(ep->ctx) ? -ECHILD : 0;
 }
 
 /* Written under ctl_lock (and rx.lock when closing); read without a lock

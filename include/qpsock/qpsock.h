@@ -9,7 +9,10 @@
  *    not be used after it is closed: it returns -EBADF until its slot is
  *    reused (closed slots are reused last), and may then name a new
  *    endpoint. Endpoint memory stays owned by its context, so a stale
- *    handle is never a use-after-free while the context lives.
+ *    handle is never a use-after-free while the context lives;
+ *  - a context belongs to the process that created it: in a child made by
+ *    fork(), every call on an inherited context or its endpoints returns
+ *    -ECHILD and touches nothing (the child creates its own).
  *
  * The reference for each call is docs/api.md.
  */
