@@ -128,7 +128,7 @@ done
 # Ping-pong.
 pp_secs=$((secs < 2 ? 2 : secs))
 # Started without a wrapper function, so that $! is the server itself.
-ip netns exec "$B" taskset -c 1 "$echo_bin" -P packet -w "$VB" -p 11111 -B \
+ip netns exec "$B" taskset -c 1 "$echo_bin" --provider packet -d "$VB" -p 11111 -B \
 	> "$tmp/echo.out" 2>&1 &
 pids+=($!)
 sleep 0.5

@@ -1288,7 +1288,7 @@ static void sockperf_vs_echo(const char *mode, const char *group,
 			     const char *port)
 {
 	char echo_out[64], perf_out[64];
-	char *echo_argv[] = { QPS_ECHO_BIN, "-P", "packet", "-w", if_a, "-p",
+	char *echo_argv[] = { QPS_ECHO_BIN, "--provider", "packet", "-d", if_a, "-p",
 			      (char *)port, "-t", "20", group ? "-g" : NULL,
 			      (char *)group, NULL };
 	char *perf_argv[] = { "sockperf", (char *)mode, "-i",
