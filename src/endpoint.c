@@ -67,19 +67,54 @@ static bool qps_port_conflict(struct qps_ctx *ctx, const struct qps_ep *ep,
 		if (o->local.sin_addr.s_addr != INADDR_ANY &&
 		    addr != INADDR_ANY && o->local.sin_addr.s_addr != addr)
 			continue;
-		if (!(o->reuseaddr && ep->reuseaddr))
+		if (!(o->reuseaddr && ep->reuseaddr) &&
+		    !(o->reuseport && ep->reuseport))
 			return true;
 	}
 	return false;
+}
+
+/*
+ * On a device the host's stack also serves, the port is held there first
+ * (provider.h hold_port): then the kernel's table, which every process
+ * and kernel socket shares, decides conflicts and port 0's ephemeral
+ * choice, and our own table only agrees with it.
+ */
+static int qps_ep_hold_port(struct qps_ep *ep, uint32_t addr, uint16_t *port)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	struct in_addr a = { .s_addr = addr };
+	unsigned int flags = (ep->reuseaddr ? QPS_HOLD_REUSEADDR : 0) |
+			     (ep->reuseport ? QPS_HOLD_REUSEPORT : 0);
+	int fd = ctx->ops->hold_port(ctx->dev, a, port, flags);
+
+	if (fd == -EOPNOTSUPP)
+		return 0;
+	if (fd < 0)
+		return fd;
+	ep->kfd = fd;
+	return 0;
+}
+
+static void qps_ep_release_port(struct qps_ep *ep)
+{
+	if (ep->kfd >= 0)
+		close(ep->kfd);
+	ep->kfd = -1;
 }
 
 static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	uint32_t span = QPS_EPHEMERAL_HI - QPS_EPHEMERAL_LO + 1;
+	int ret;
 
 	if (ep->bound)
 		return -EINVAL;
+	/* Port 0 is then the kernel's choice, already made. */
+	ret = qps_ep_hold_port(ep, addr, &port);
+	if (ret < 0)
+		return ret;
 	if (port == 0) {
 		uint32_t i;
 
@@ -96,6 +131,9 @@ static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 		if (port == 0)
 			return -EADDRINUSE;
 	} else if (qps_port_conflict(ctx, ep, addr, port)) {
+		/* The kernel may let share what our table does not (a
+		 * REUSEADDR and a REUSEPORT endpoint, say). */
+		qps_ep_release_port(ep);
 		return -EADDRINUSE;
 	}
 	ep->local.sin_family = AF_INET;
@@ -113,6 +151,7 @@ static void qps_unbind_locked(struct qps_ep *ep)
 	if (!ep->bound)
 		return;
 	qps_bind_unlink_locked(ep);
+	qps_ep_release_port(ep);
 	__atomic_store_n(&ep->bound, false, __ATOMIC_RELAXED);
 }
 
@@ -205,6 +244,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	memset(ep, 0, sizeof(*ep));
 	ep->ctx = ctx;
 	ep->efd = ep->epfd = -1;
+	ep->kfd = -1;
 	ep->rxq_cap = ctx->rx.depth;
 	ep->rcvbuf = ctx->rx.depth;
 	ep->rxq = calloc(ep->rxq_cap, sizeof(*ep->rxq));
@@ -494,6 +534,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_NONBLOCK:
 	case QPS_OPT_RCVBUF:
 	case QPS_OPT_REUSEADDR:
+	case QPS_OPT_REUSEPORT:
 	case QPS_OPT_PRIORITY:
 	case QPS_OPT_RCVTIMEO:
 	case QPS_OPT_SNDTIMEO:
@@ -520,6 +561,9 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		break;
 	case QPS_OPT_REUSEADDR:
 		ep->reuseaddr = v != 0;
+		break;
+	case QPS_OPT_REUSEPORT:
+		ep->reuseport = v != 0;
 		break;
 	case QPS_OPT_PRIORITY:
 		if (v < 0 || v > 15)
@@ -569,6 +613,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		break;
 	case QPS_OPT_REUSEADDR:
 		v = ep->reuseaddr;
+		break;
+	case QPS_OPT_REUSEPORT:
+		v = ep->reuseport;
 		break;
 	case QPS_OPT_PRIORITY:
 		v = ep->priority;

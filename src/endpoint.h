@@ -57,6 +57,10 @@ struct qps_ep {
 
 	bool nonblock;
 	bool reuseaddr;
+	bool reuseport;
+	/* The kernel socket holding the bound port on the host's stack
+	 * (provider.h hold_port), or -1. Under ctl_lock. */
+	int kfd;
 	bool pktinfo;
 	bool bound;
 	bool connected;

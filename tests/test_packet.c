@@ -1004,8 +1004,10 @@ static void addr_change(struct qps_ep *ep, int tmo)
 	T_EQ(qps_connect(ep2, (struct sockaddr *)&peer, sizeof(peer)), 0);
 	T_EQ(send_n(ep2, 20, 0, &err), 20);
 	T_EQ(kernel_recv(kfd, 20, RECV_MS, NULL), 20);
-	rx = t_ep_bound(ctx, "0.0.0.0", 6500, tmo);
-	kernel_send_n(kfd_tx, "10.77.0.11", 6500, 20);
+	/* Not 6500: the outer context's endpoint holds that one, and a
+	 * port is the host's (docs/packet.md, "Ports"). */
+	rx = t_ep_bound(ctx, "0.0.0.0", 6502, tmo);
+	kernel_send_n(kfd_tx, "10.77.0.11", 6502, 20);
 	T_EQ(qps_recv_n(rx, 20), 20);
 	qps_ctx_destroy(ctx);
 

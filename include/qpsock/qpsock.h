@@ -360,6 +360,7 @@ enum qps_opt {
 	QPS_OPT_PKTINFO,	/* 0/1: fill per-packet metadata */
 	QPS_OPT_ERROR,		/* get only: pending error, cleared on read */
 	QPS_OPT_RXQ_LEN,	/* get only: datagrams queued now */
+	QPS_OPT_REUSEPORT,	/* 0/1: share a bound port, as SO_REUSEPORT */
 };
 
 /**

@@ -29,10 +29,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "prov_sw.h"
+#include "host_port.h"
 #include "igmp.h"
 #include "nl_neigh.h"
 #include "provider.h"
+#include "prov_sw.h"
 
 #define QPS_PACKET_MAX_WR 4096
 #define QPS_PACKET_MAX_CQE 65536
@@ -168,6 +169,7 @@ struct qps_packet_dev {
 	struct qps_sw_mr_table mrs;
 
 	struct qps_nl_route route;	/* common/nl_neigh.h */
+	struct qps_host_ns ns;		/* common/host_port.h */
 
 	/* Counters of destroyed QPs and flows (under lock). */
 	struct qps_dev_counters retired;
