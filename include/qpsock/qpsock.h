@@ -294,7 +294,8 @@ int qps_ep_close(struct qps_ep *ep);
 /**
  * qps_bind - bind to a local struct sockaddr_in. Address INADDR_ANY, the
  * context's address or a multicast group; port 0 picks an ephemeral port.
- * -EADDRINUSE when the port is taken (unless both set QPS_OPT_REUSEADDR),
+ * -EADDRINUSE when the port is taken (unless both set QPS_OPT_REUSEADDR or
+ * both QPS_OPT_REUSEPORT; on a host netdev, by any socket of the host),
  * -EADDRNOTAVAIL for a foreign address, -EINVAL when already bound.
  */
 int qps_bind(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len);
