@@ -1351,6 +1351,72 @@ static void test_sockperf_mcast(void)
 #endif
 #endif
 
+/* --- the MTU changes under a sender ------------------------------------------ */
+
+static int send_sized(struct qps_ep *ep, int n, size_t len, int flags)
+{
+	static uint8_t buf[1472];
+	int i, ok = 0;
+
+	for (i = 0; i < n; i++)
+		ok += qps_send(ep, buf, len, flags) == (ssize_t)len;
+	return ok;
+}
+
+/*
+ * A's MTU is lowered under a running sender, with frames posted and
+ * waiting for their doorbell: every datagram qps_send() accepted either
+ * arrives or is counted in tx_errors, none is lost as a success; sends
+ * that fit go on.
+ */
+static void test_mtu_lowered(void)
+{
+	struct sockaddr_in peer = t_sin(IP_B, 7800);
+	struct qps_ctx_attr attr = { 0 };
+	struct qps_stats st0, st1;
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	int kfd, accepted = 0, got, i, rcvbuf = 8 << 20;
+
+	kfd = sock_b(SOCK_DGRAM, 0, IP_B, 7800);
+	CU_ASSERT_FATAL(kfd >= 0);
+	T_EQ(setsockopt(kfd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+			sizeof(rcvbuf)), 0);
+	attr.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
+			 QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_DB_DELAY;
+	attr.provider = "packet";
+	attr.dev = if_a;
+	attr.addr.s_addr = ip4(IP_A);
+	attr.db_delay_us = 1000000;	/* the MORE burst waits for us */
+	T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	T_EQ_FATAL(qps_connect(ep, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	st0 = t_ctx_stats(ctx);
+
+	accepted += send_sized(ep, 100, 1400, 0);
+	accepted += send_sized(ep, 50, 1400, QPS_MSG_MORE);
+	T_EQ_FATAL(sh("ip -n %s link set %s mtu 1000", ns_a, if_a), 0);
+	qps_flush(ep);
+	t_sleep_ms(5);
+	accepted += send_sized(ep, 100, 1400, 0);
+	accepted += send_sized(ep, 100, 500, 0);
+	for (i = 0; i < 20; i++) {
+		qps_ctx_progress(ctx);
+		t_sleep_ms(2);
+	}
+	got = kernel_recv(kfd, accepted, RECV_MS, NULL);
+	st1 = t_ctx_stats(ctx);
+	printf("\n    MTU 1500 -> 1000 under a sender: %d accepted, %d "
+	       "received, tx_errors +%llu\n", accepted, got,
+	       (unsigned long long)(st1.tx_errors - st0.tx_errors));
+	T_EQ((uint64_t)accepted, (uint64_t)got + st1.tx_errors -
+				 st0.tx_errors);
+	T_GE(got, 200);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	close(kfd);
+	sh("ip -n %s link set %s mtu 1500", ns_a, if_a);
+}
+
 /* --- the kernel socket behind a bound port --------------------------------- */
 
 /* A counter of /proc/net/snmp (the calling thread's namespace). */
@@ -1590,6 +1656,7 @@ int main(void)
 		{ "interface down and up", test_link_down_up },
 		{ "bad frames", test_bad_frames },
 		{ "no ICMP port-unreachable for a bound port", test_no_icmp },
+		{ "MTU lowered under a sender", test_mtu_lowered },
 		{ "bind conflicts with kernel sockets and processes",
 		  test_bind_conflicts },
 #ifdef QPS_ECHO_BIN

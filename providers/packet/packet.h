@@ -180,6 +180,15 @@ static inline struct qps_packet_dev *qps_packet_dev(struct qps_dev *d)
 	return qps_packet_container_of(d, struct qps_packet_dev, base);
 }
 
+/* The MTU frames are checked against now: the netdev's, as the last link
+ * event gave it, but never above the one at open, which sized the rings. */
+static inline uint32_t qps_packet_mtu(const struct qps_packet_dev *dev)
+{
+	uint32_t now = __atomic_load_n(&dev->route.mtu, __ATOMIC_RELAXED);
+
+	return now && now < dev->info.mtu ? now : dev->info.mtu;
+}
+
 static inline struct qps_packet_qp *qps_packet_qp(struct qps_qp *q)
 {
 	return qps_packet_container_of(q, struct qps_packet_qp, base);

@@ -233,7 +233,10 @@ static int packet_close(struct qps_dev *d)
 
 static int packet_query(struct qps_dev *d, struct qps_dev_info *info)
 {
-	*info = qps_packet_dev(d)->info;
+	struct qps_packet_dev *dev = qps_packet_dev(d);
+
+	*info = dev->info;
+	info->mtu = qps_packet_mtu(dev);
 	return 0;
 }
 
