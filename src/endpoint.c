@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -83,7 +84,12 @@ static bool qps_port_conflict(struct qps_ctx *ctx, const struct qps_ep *ep,
 static int qps_ep_hold_port(struct qps_ep *ep, uint32_t addr, uint16_t *port)
 {
 	struct qps_ctx *ctx = ep->ctx;
-	struct in_addr a = { .s_addr = addr };
+	/* A wildcard endpoint receives what reaches the context's address
+	 * (and groups and broadcast, for which the kernel sends no ICMP):
+	 * that is the port it holds, which the host's other addresses may
+	 * still use, as for a kernel socket bound to it. */
+	struct in_addr a = { .s_addr = addr == INADDR_ANY ?
+				       ctx->info.addr.s_addr : addr };
 	unsigned int flags = (ep->reuseaddr ? QPS_HOLD_REUSEADDR : 0) |
 			     (ep->reuseport ? QPS_HOLD_REUSEPORT : 0);
 	int fd = ctx->ops->hold_port(ctx->dev, a, port, flags);
@@ -267,9 +273,17 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	struct qps_ctx *ctx = ep->ctx;
 
 	/* Receive calls check the state under rx.lock: none of them
-	 * touches the queue after this. */
+	 * touches the queue after this. Those asleep are woken and leave
+	 * with -EBADF; the descriptors they poll stay until they are out
+	 * (they take only rx.lock to leave, not the locks we hold). */
 	pthread_mutex_lock(&ctx->rx.lock);
 	qps_ep_set_state(ep, QPS_EP_CLOSED);
+	qps_ep_wake_locked(ep);
+	while (ep->waiters) {
+		pthread_mutex_unlock(&ctx->rx.lock);
+		sched_yield();
+		pthread_mutex_lock(&ctx->rx.lock);
+	}
 	pthread_mutex_unlock(&ctx->rx.lock);
 
 	qps_mcast_leave_all_locked(ep);
@@ -467,6 +481,31 @@ bool qps_ep_peer_mac_load(struct qps_ep *ep, uint64_t gen, uint8_t mac[6])
 	qps_mac48_unpack(__atomic_load_n(&ep->peer_mac48, __ATOMIC_RELAXED),
 			 mac);
 	return true;
+}
+
+int qps_shutdown(struct qps_ep *ep, int how)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_ctx *ctx;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	ctx = ep->ctx;
+	pthread_mutex_lock(&ctx->rx.lock);
+	if (how != SHUT_WR) {
+		ep->rd_shut = true;
+		qps_ep_wake_locked(ep);
+	}
+	/* Read by senders without a lock (qps_tx_check). */
+	if (how != SHUT_RD)
+		__atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ctx->rx.lock);
+	/* Linux answers an unconnected datagram socket so, after doing it:
+	 * that is how a receiving thread is usually woken. */
+	return ep->connected ? 0 : -ENOTCONN;
 }
 
 static int qps_sin_out(const struct sockaddr_in *sin, struct sockaddr *addr,

@@ -96,6 +96,11 @@ struct qps_ep {
 	uint64_t *rxts;		/* receive timestamps, allocated by PKTINFO */
 	bool efd_armed;		/* someone may wait on efd: signal it */
 	bool efd_on;		/* efd is signalled */
+	/* Threads asleep in a receive on this endpoint: close waits for
+	 * them to leave before the descriptors they poll go away. */
+	uint32_t waiters;
+	bool rd_shut;		/* qps_shutdown(SHUT_RD): receives end */
+	bool wr_shut;		/* qps_shutdown(SHUT_WR): sends refused */
 
 	int efd;		/* eventfd: readable while rxq is non-empty */
 	int epfd;		/* epoll set {efd, device event fd} */

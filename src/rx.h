@@ -58,5 +58,6 @@ void qps_rxq_drain_locked(struct qps_ep *ep);
 bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts);
 void qps_ep_arm_locked(struct qps_ep *ep);
+void qps_ep_wake_locked(struct qps_ep *ep);
 
 #endif /* QPS_RX_H */

@@ -385,6 +385,8 @@ static int qps_tx_peer_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
 static int qps_tx_check(const struct qps_ep *ep, const void *buf, size_t len,
 			const struct sockaddr_in *dst)
 {
+	if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
+		return -EPIPE;
 	if (len > ep->ctx->max_payload)
 		return -EMSGSIZE;
 	if (!buf && len)

@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -954,6 +955,150 @@ static void test_broadcast(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* Wake-ups of a blocked receive (no timeout, no traffic).             */
+
+#define WAKE_MS 10	/* api.md: a sleeper is woken at once */
+
+struct sleeper {
+	struct qps_ep *ep;
+	pthread_t th;
+	ssize_t ret;
+	uint64_t done_us;
+	int done;
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void *sleeper_run(void *arg)
+{
+	struct sleeper *sl = arg;
+	char buf[64];
+
+	sl->ret = qps_recv(sl->ep, buf, sizeof(buf), 0);
+	sl->done_us = now_us();
+	__atomic_store_n(&sl->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Start a thread blocked in qps_recv(@ep) and give it time to fall
+ * asleep. */
+static void sleeper_start(struct sleeper *sl, struct qps_ep *ep)
+{
+	memset(sl, 0, sizeof(*sl));
+	sl->ep = ep;
+	EQ_FATAL(pthread_create(&sl->th, NULL, sleeper_run, sl), 0);
+	t_sleep_ms(50);
+	EQ(__atomic_load_n(&sl->done, __ATOMIC_ACQUIRE), 0);
+}
+
+/* Wait for the sleeper, at most 2 s; @unstick: a datagram that wakes
+ * a sleeper the fix under test failed to wake, so the suite goes on. */
+static uint64_t sleeper_join(struct sleeper *sl, struct qps_ep *unstick,
+			     const char *ip, unsigned short port, uint64_t t0)
+{
+	uint64_t end = now_us() + 2000000;
+
+	while (!__atomic_load_n(&sl->done, __ATOMIC_ACQUIRE) && now_us() < end)
+		t_sleep_ms(1);
+	if (!__atomic_load_n(&sl->done, __ATOMIC_ACQUIRE)) {
+		CU_FAIL("the blocked receive was not woken within 2 s");
+		if (unstick)
+			send_to(unstick, "x", 1, 0, ip, port);
+	}
+	pthread_join(sl->th, NULL);
+	return sl->done_us > t0 ? (sl->done_us - t0) / 1000 : 0;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void test_wakeups(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }, old;
+	char wire[64], buf[16];
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *ep, *tx;
+	struct sleeper sl;
+	uint64_t t0, ms;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "ep-wake");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	tx = mkep(b, IP_B, 4000);
+
+	/* Close from another thread: -EBADF at once. */
+	EQ_FATAL(qps_ep_create(a, QPS_EP_DGRAM, &ep), 0);
+	sleeper_start(&sl, ep);
+	t0 = now_us();
+	EQ(qps_ep_close(ep), 0);
+	ms = sleeper_join(&sl, tx, IP_A, 1, t0);
+	EQ(sl.ret, -EBADF);
+	LE(ms, WAKE_MS);
+	printf("\n    woken by close after %llu ms", (unsigned long long)ms);
+
+	/* shutdown(SHUT_RD): what is queued, then 0, without sleeping;
+	 * unconnected, so -ENOTCONN as Linux says, done all the same. */
+	ep = mkep(a, IP_A, 5001);
+	set_int(ep, QPS_OPT_RCVTIMEO, 0);
+	EQ(send_to(tx, "q", 1, 0, IP_A, 5001), 1);
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 1);
+	sleeper_start(&sl, ep);
+	t0 = now_us();
+	EQ(qps_shutdown(ep, SHUT_RD), -ENOTCONN);
+	ms = sleeper_join(&sl, tx, IP_A, 5001, t0);
+	EQ(sl.ret, 0);
+	LE(ms, WAKE_MS);
+	printf(", shutdown after %llu ms", (unsigned long long)ms);
+	EQ(send_to(tx, "late", 4, 0, IP_A, 5001), 4);
+	progress_idle(a);
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 4);	/* still queued */
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 0);	/* then EOF */
+	EQ(qps_shutdown(ep, 7), -EINVAL);
+	EQ(qps_shutdown(ep, SHUT_WR), -ENOTCONN);
+	EQ(send_to(ep, "w", 1, 0, IP_B, 4000), -EPIPE);
+	EQ(qps_ep_close(ep), 0);
+	EQ(qps_shutdown(ep, SHUT_RD), -EBADF);
+
+	/* A signal handler ran: -EINTR, whatever SA_RESTART says. */
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	EQ_FATAL(sigaction(SIGUSR1, &sa, &old), 0);
+	ep = mkep(a, IP_A, 5002);
+	set_int(ep, QPS_OPT_RCVTIMEO, 0);
+	sleeper_start(&sl, ep);
+	t0 = now_us();
+	EQ(pthread_kill(sl.th, SIGUSR1), 0);
+	ms = sleeper_join(&sl, tx, IP_A, 5002, t0);
+	EQ(sl.ret, -EINTR);
+	LE(ms, WAKE_MS);
+	printf(", signal after %llu ms", (unsigned long long)ms);
+	sigaction(SIGUSR1, &old, NULL);
+
+	/* The context destroyed: every sleeper leaves before it is freed. */
+	c = NULL;
+	EQ_FATAL(t_ctx_emu(wire, IP_C, &c), 0);
+	ep = mkep(c, IP_C, 5003);
+	set_int(ep, QPS_OPT_RCVTIMEO, 0);
+	sleeper_start(&sl, ep);
+	t0 = now_us();
+	EQ(qps_ctx_destroy(c), 0);
+	ms = sleeper_join(&sl, NULL, NULL, 0, t0);
+	EQ(sl.ret, -EBADF);
+	LE(ms, WAKE_MS);
+	printf(", destroy after %llu ms\n", (unsigned long long)ms);
+	t_suite_end();
+}
+
+/* ------------------------------------------------------------------ */
 /* bind.                                                               */
 
 static void test_bind(void)
@@ -1285,6 +1430,7 @@ static CU_TestInfo tests[] = {
 	{ "connect, disconnect, names", test_connect },
 	{ "bind rules", test_bind },
 	{ "limited and directed broadcast", test_broadcast },
+	{ "wake-ups: close, shutdown, signal, destroy", test_wakeups },
 	{ "unreachable destinations", test_unreachable },
 	{ "stats", test_stats },
 	{ "RCVBUF limit and drop accounting", test_rcvbuf },

@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define QPS_VERSION_MAJOR 0
-#define QPS_VERSION_MINOR 2
+#define QPS_VERSION_MINOR 3
 
 struct qps_ctx;
 struct qps_ep;
@@ -314,6 +314,15 @@ int qps_getsockname(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
 /** qps_getpeername - the connected peer; -ENOTCONN if not connected. */
 int qps_getpeername(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
 
+/**
+ * qps_shutdown - as shutdown(2) on a UDP socket. @how SHUT_RD: receives
+ * return what is queued, then 0 at once, and threads asleep in one wake;
+ * SHUT_WR: sends fail from now on; SHUT_RDWR: both. As on Linux an
+ * endpoint that is not connected gets -ENOTCONN, and the shutdown is done
+ * anyway. -EINVAL for another @how.
+ */
+int qps_shutdown(struct qps_ep *ep, int how);
+
 /* Flags for send and receive calls (values match Linux's MSG_*). */
 #define QPS_MSG_PEEK 0x02
 #define QPS_MSG_TRUNC 0x20
@@ -324,7 +333,8 @@ int qps_getpeername(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
  * qps_send - send one datagram to the connected peer. Returns @len.
  * -EDESTADDRREQ if not connected, -EMSGSIZE above the port's max payload,
  * -EAGAIN when the send queue is full and the call must not wait,
- * -ENETDOWN when its send QP failed and could not be brought back.
+ * -ENETDOWN when its send QP failed and could not be brought back,
+ * -EPIPE after qps_shutdown(SHUT_WR).
  * QPS_MSG_MORE: more datagrams follow immediately; the doorbell may be
  * postponed until a send without it, a flush or progress call, or at most
  * db_delay_us (see "Batched sends and doorbells").
@@ -340,7 +350,9 @@ ssize_t qps_sendto(struct qps_ep *ep, const void *buf, size_t len, int flags,
  * buffer the bytes copied (the rest is dropped; QPS_MSG_TRUNC returns the
  * full length instead). -EAGAIN when nothing is queued and the endpoint is
  * non-blocking or QPS_MSG_DONTWAIT is set; -ETIMEDOUT after
- * QPS_OPT_RCVTIMEO.
+ * QPS_OPT_RCVTIMEO; -EINTR when a signal handler ran while it slept;
+ * -EBADF when another thread closed the endpoint (it wakes); 0 at once
+ * after qps_shutdown(SHUT_RD) once the queue is empty.
  */
 ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags);
 

@@ -98,6 +98,10 @@ static int hold(int fd, struct in_addr addr, uint16_t *port,
 	ret = set_int(fd, SOL_SOCKET, SO_RCVBUF, 1);
 	if (!ret)
 		ret = set_int(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0);
+	/* The context's address may not be configured on the netdev (yet,
+	 * or ever: a test double's): the port is held all the same. */
+	if (!ret)
+		ret = set_int(fd, IPPROTO_IP, IP_FREEBIND, 1);
 	if (!ret && (flags & QPS_HOLD_REUSEADDR))
 		ret = set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
 	if (!ret && (flags & QPS_HOLD_REUSEPORT))
