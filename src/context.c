@@ -124,6 +124,29 @@ static int qps_ctx_db_delay(struct qps_ctx *ctx,
 	return 0;
 }
 
+/* The endpoints' busy-poll budget: attr, else $QPS_BUSY_POLL, else the
+ * default. A malformed variable is refused like a bad attribute. */
+static int qps_ctx_busy_poll(struct qps_ctx *ctx,
+			     const struct qps_ctx_attr *attr)
+{
+	unsigned long us = QPS_BUSY_POLL_DEFAULT_US;
+	const char *env = getenv("QPS_BUSY_POLL");
+
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_BUSY_POLL)) {
+		us = attr->busy_poll_us;
+	} else if (env && *env) {
+		char *end;
+
+		us = strtoul(env, &end, 10);
+		if (*end || env[0] == '-')
+			return -EINVAL;
+	}
+	if (us > QPS_BUSY_POLL_MAX_US)
+		return -EINVAL;
+	ctx->busy_poll_us = (uint32_t)us;
+	return 0;
+}
+
 /* Completion moderation (tx.c): 1..tx_depth, after tx_depth is known. */
 static int qps_ctx_tx_signal(struct qps_ctx *ctx,
 			     const struct qps_ctx_attr *attr)
@@ -368,6 +391,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 				attr ? attr->rx_depth : 0, &ctx->rx.depth);
 	if (!ret)
 		ret = qps_ctx_db_delay(ctx, attr);
+	if (!ret)
+		ret = qps_ctx_busy_poll(ctx, attr);
 	if (!ret)
 		ret = qps_ctx_tx_signal(ctx, attr);
 	if (!ret)

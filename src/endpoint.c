@@ -253,6 +253,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	ep->kfd = -1;
 	ep->rxq_cap = ctx->rx.depth;
 	ep->rcvbuf = ctx->rx.depth;
+	ep->busy_poll_us = (int)ctx->busy_poll_us;
 	ep->rxq = calloc(ep->rxq_cap, sizeof(*ep->rxq));
 	ret = ep->rxq ? qps_ep_fds(ep) : -ENOMEM;
 	if (ret < 0) {
@@ -574,6 +575,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_RCVBUF:
 	case QPS_OPT_REUSEADDR:
 	case QPS_OPT_REUSEPORT:
+	case QPS_OPT_BUSY_POLL:
 	case QPS_OPT_PRIORITY:
 	case QPS_OPT_RCVTIMEO:
 	case QPS_OPT_SNDTIMEO:
@@ -603,6 +605,12 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		break;
 	case QPS_OPT_REUSEPORT:
 		ep->reuseport = v != 0;
+		break;
+	case QPS_OPT_BUSY_POLL:
+		if (v < 0 || v > QPS_BUSY_POLL_MAX_US)
+			return -EINVAL;
+		/* Read by receivers without a lock, once per call. */
+		__atomic_store_n(&ep->busy_poll_us, v, __ATOMIC_RELAXED);
 		break;
 	case QPS_OPT_PRIORITY:
 		if (v < 0 || v > 15)
@@ -655,6 +663,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		break;
 	case QPS_OPT_REUSEPORT:
 		v = ep->reuseport;
+		break;
+	case QPS_OPT_BUSY_POLL:
+		v = __atomic_load_n(&ep->busy_poll_us, __ATOMIC_RELAXED);
 		break;
 	case QPS_OPT_PRIORITY:
 		v = ep->priority;

@@ -66,6 +66,7 @@ struct qps_ep {
 	bool connected;
 	int priority;
 	int rcvtimeo_ms;
+	int busy_poll_us;	/* QPS_OPT_BUSY_POLL */
 	int sndtimeo_ms;
 	int error;
 	uint32_t rcvbuf;

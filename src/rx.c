@@ -536,6 +536,20 @@ static int64_t qps_ms_left(const struct timespec *deadline)
 	       (deadline->tv_nsec - now.tv_nsec) / 1000000;
 }
 
+static uint64_t qps_rx_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Still within the busy-poll budget (0: none)? */
+static bool qps_rx_spinning(uint64_t spin_end)
+{
+	return spin_end && qps_rx_mono_ns() < spin_end;
+}
+
 /*
  * Sleep until @ep's descriptors say something may have changed, for at
  * most @timeout ms (-1: no limit). Counted in ep->waiters meanwhile, so
@@ -581,6 +595,10 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 	/* Read once: the deadline and its checks must agree even if the
 	 * option changes while we wait. */
 	int tmo = ep->rcvtimeo_ms;
+	/* The busy-poll budget: spin (progressing) until then, then sleep;
+	 * counted from the first time the queue was found empty. */
+	int busy_us = __atomic_load_n(&ep->busy_poll_us, __ATOMIC_RELAXED);
+	uint64_t spin_end = 0;
 
 	if (tmo) {
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -610,10 +628,13 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 				ret = qps_rxq_pop_locked(ep, flags, o);
 			} else {
 				ret = -EAGAIN;
+				if (!dontwait && busy_us && !spin_end)
+					spin_end = qps_rx_mono_ns() +
+						   (uint64_t)busy_us * 1000u;
 				/* We may sleep on efd: make pushes signal it
 				 * and the device wake us; arming polls once
 				 * more, which may have found our datagram. */
-				if (!dontwait) {
+				if (!dontwait && !qps_rx_spinning(spin_end)) {
 					qps_ep_arm_locked(ep);
 					if (ep->rxq_count)
 						ret = qps_rxq_pop_locked(ep,
@@ -624,6 +645,12 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 		pthread_mutex_unlock(&ctx->rx.lock);
 		if (ret != -EAGAIN || dontwait)
 			return ret;
+		if (qps_rx_spinning(spin_end)) {
+			if (tmo && qps_ms_left(&deadline) <= 0)
+				return -ETIMEDOUT;
+			qps_cpu_relax();
+			continue;
+		}
 
 		if (tmo) {
 			int64_t left = qps_ms_left(&deadline);

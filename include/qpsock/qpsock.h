@@ -53,6 +53,7 @@ enum qps_ctx_attr_mask {
 	QPS_CTX_ATTR_TXQ_FLOWS = 1 << 10,
 	QPS_CTX_ATTR_TX_SIGNAL = 1 << 11,
 	QPS_CTX_ATTR_TRANSPORT = 1 << 12,
+	QPS_CTX_ATTR_BUSY_POLL = 1 << 13,
 };
 
 /*
@@ -106,6 +107,10 @@ enum qps_tx_policy {
  *	QPS_TX_SIGNAL_DEFAULT; 1 = every WQE).
  * @transport: enum qps_transport (default QPS_TRANSPORT_RAW); UD needs a
  *	provider with UD QPs (emu, verbs) and the generic send path.
+ * @busy_poll_us: how long a blocking receive spins (progressing the device)
+ *	before it sleeps, the endpoints' default for QPS_OPT_BUSY_POLL, as
+ *	SO_BUSY_POLL (default $QPS_BUSY_POLL, else QPS_BUSY_POLL_DEFAULT_US;
+ *	at most QPS_BUSY_POLL_MAX_US; 0 = sleep at once).
  */
 struct qps_ctx_attr {
 	uint64_t comp_mask;
@@ -122,9 +127,12 @@ struct qps_ctx_attr {
 	uint32_t txq_flows;
 	uint32_t tx_signal;
 	uint32_t transport;
+	uint32_t busy_poll_us;
 };
 
 #define QPS_TX_SIGNAL_DEFAULT 16
+#define QPS_BUSY_POLL_DEFAULT_US 50
+#define QPS_BUSY_POLL_MAX_US 1000000
 
 /**
  * qps_ctx_create - open a device; @attr may be NULL for all defaults.
@@ -374,6 +382,7 @@ enum qps_opt {
 	QPS_OPT_ERROR,		/* get only: pending error, cleared on read */
 	QPS_OPT_RXQ_LEN,	/* get only: datagrams queued now */
 	QPS_OPT_REUSEPORT,	/* 0/1: share a bound port, as SO_REUSEPORT */
+	QPS_OPT_BUSY_POLL,	/* us a blocking receive spins, as SO_BUSY_POLL */
 };
 
 /**
