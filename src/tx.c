@@ -261,36 +261,38 @@ static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
  * a kick), never under sq->lock, and takes it for the whole burst. A
  * frame is written with the `more` hint when another follows in this
  * burst, the module has more queued (@more), or its sender said more
- * follows (QPS_TXM_MORE). In the last case the sender's own call rings at
- * its end (qps_tx_run_end), unless that sender is another thread which
- * may have returned already: then the bounded delay is armed. A frame the
+ * follows (QPS_TXM_MORE); the burst is rung at its end (see below). A frame the
  * device refuses is counted in tx_errors and its slot freed by
  * qps_tx_xmit_locked, so every item offered is taken.
  */
 int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 {
 	struct qps_sq *sq = arg;
-	uint32_t last_flags = 0;
 	const void *last_who = NULL;
+	bool plain = n == 0;
 	unsigned int i;
 
 	pthread_mutex_lock(&sq->lock);
 	for (i = 0; i < n; i++) {
 		uint32_t slot = (uint32_t)((uintptr_t)items[i] - 1);
-
 		/* Read before the post: a refused frame's slot is freed. */
-		last_flags = sq->meta[slot].flags;
+		uint32_t flags = sq->meta[slot].flags;
+
+		plain |= !(flags & QPS_TXM_MORE);
 		last_who = sq->meta[slot].who;
 		qps_tx_post_slot_locked(sq, slot, more || i + 1 < n ||
-					(last_flags & QPS_TXM_MORE));
+					(flags & QPS_TXM_MORE));
 	}
-	/* The WQEs written with the `more` hint are rung here unless a post
-	 * follows, including when the burst's last frame was refused (they
-	 * were written for a doorbell it would have rung) and when @n is 0
-	 * (the owner stopped after a `more`: paused). The sender of a MORE
-	 * tail rings at its own end, or the bounded delay does. */
+	/* Unless a post follows, what was written with the `more` hint is
+	 * rung here as soon as one datagram of the burst did not ask for
+	 * MORE: another thread's MORE tail must not hold it back. That
+	 * covers a refused last frame (the others were written for the
+	 * doorbell it would have rung) and @n 0 (the owner stopped after a
+	 * `more`: paused). A burst of MORE datagrams only waits for its
+	 * sender's end, or for the bounded delay if that sender may have
+	 * returned already. */
 	if (!more && sq->unrung) {
-		if (!(last_flags & QPS_TXM_MORE))
+		if (plain)
 			qps_db_ring_locked(sq, QPS_TXF_SEND);
 		else if (last_who != &qps_tx_self)
 			qps_db_defer_locked(sq);

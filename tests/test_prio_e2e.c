@@ -14,6 +14,8 @@
  *   or counted as dropped, each producer's order kept (also under TSan).
  * - A frame the device refuses at the end of a burst: the frames before
  *   it, written for the doorbell it would have rung, are rung anyway.
+ * - One thread's QPS_MSG_MORE tail in the same burst as another's plain
+ *   send does not hold that send back until the bounded delay.
  * Each case runs on both send paths (generic and direct).
  */
 #include "t_util.h"
@@ -39,6 +41,7 @@
 #define CC_SENDS 20000
 
 #define EQ(got, want) CU_ASSERT_EQUAL((long long)(got), (long long)(want))
+#define LE_MS(got, max) CU_ASSERT((got) <= (max))
 #define EQ_FATAL(got, want) \
 	CU_ASSERT_EQUAL_FATAL((long long)(got), (long long)(want))
 
@@ -243,6 +246,74 @@ static void refused_last(uint32_t path)
 }
 BOTH_PATHS(refused_last)
 
+/* --- another thread's MORE tail ---------------------------------------------- */
+
+struct more_sender {
+	struct qps_ep *ep;
+	int flags;
+	ssize_t ret;
+};
+
+static void *more_send(void *arg)
+{
+	struct more_sender *m = arg;
+
+	m->ret = send_pkt(m->ep, (uint32_t)m->flags, 0);
+	return NULL;
+}
+
+/* Send from a thread of its own (its own qps_tx_self token). */
+static ssize_t send_from_thread(struct qps_ep *ep, int flags)
+{
+	struct more_sender m = { .ep = ep, .flags = flags };
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, more_send, &m))
+		return -1;
+	pthread_join(th, NULL);
+	return m.ret;
+}
+
+static void more_tail(uint32_t path)
+{
+	struct sockaddr_in sb = t_sin(IP_B, PORT_B);
+	struct qps_ctx_attr attr;
+	struct qps_ctx *a, *b;
+	struct qps_ep *ea, *eb;
+	struct pkt r;
+	uint64_t t0, ms;
+
+	t_wire_name(g_wire, sizeof(g_wire), "prio-moretail");
+	attr = t_emu_attr(g_wire, IP_A);
+	attr.comp_mask |= QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_NUM_TXQ |
+			  QPS_CTX_ATTR_DB_DELAY;
+	attr.tx_path = path;
+	attr.num_txq = 1;
+	attr.db_delay_us = 1000000;	/* a held doorbell waits 1 s */
+	a = NULL;
+	EQ_FATAL(qps_ctx_create(&attr, &a), 0);
+	b = mkctx(IP_B, path, 1024);
+	eb = mkep(b, IP_B, PORT_B, NULL);
+	ea = mkep(a, IP_A, PORT_A, &sb);
+
+	/* Parked in one band: a plain send, then another thread's MORE. */
+	EQ_FATAL(qps_prio_pause(qps_sq_prio(a, 0)), 0);
+	EQ_FATAL(send_from_thread(ea, 0), PKT_LEN);
+	EQ_FATAL(send_from_thread(ea, QPS_MSG_MORE), PKT_LEN);
+	t0 = t_now_ms();
+	EQ(qps_prio_resume(qps_sq_prio(a, 0)), 2);
+	/* Both went in one burst: the plain one must not wait 1 s. */
+	EQ_FATAL(qps_recv(eb, &r, sizeof(r), 0), PKT_LEN);
+	ms = t_now_ms() - t0;
+	EQ(r.src, 0);
+	LE_MS(ms, 200);
+	printf("\n    plain send before a MORE tail: received after %llu ms "
+	       "(db_delay 1000 ms)\n", (unsigned long long)ms);
+	EQ(qps_ctx_destroy(a), 0);
+	EQ(qps_ctx_destroy(b), 0);
+}
+BOTH_PATHS(more_tail)
+
 /* --- a full band ------------------------------------------------------------ */
 
 static void full_band(uint32_t path)
@@ -429,6 +500,10 @@ static CU_TestInfo tests[] = {
 	  refused_last_generic },
 	{ "refused last frame: the burst is rung (direct)",
 	  refused_last_direct },
+	{ "another thread's MORE tail holds no plain send (generic)",
+	  more_tail_generic },
+	{ "another thread's MORE tail holds no plain send (direct)",
+	  more_tail_direct },
 	CU_TEST_INFO_NULL,
 };
 
