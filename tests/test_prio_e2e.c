@@ -257,8 +257,11 @@ struct more_sender {
 static void *more_send(void *arg)
 {
 	struct more_sender *m = arg;
+	struct pkt p;
 
-	m->ret = send_pkt(m->ep, (uint32_t)m->flags, 0);
+	memset(&p, 0, sizeof(p));
+	p.src = m->flags ? 1 : 0;	/* 0: the plain one */
+	m->ret = qps_send(m->ep, &p, sizeof(p), m->flags);
 	return NULL;
 }
 
