@@ -16,6 +16,7 @@ static const struct {
 } qps_benches[] = {
 	{ "demux", qps_bench_demux, "receive demux: groups, subscribers, multicast ping-pong" },
 	{ "doorbell", qps_bench_doorbell, "postponed doorbells: send rate by batch size" },
+	{ "doorbell-delay", qps_bench_doorbell_delay, "how long a postponed doorbell waits, by db_delay_us and flusher policy" },
 	{ "packet", qps_bench_packet, "packet provider: TX rates, ping-pong (scripts/bench_packet.sh)" },
 	{ "prio", qps_bench_prio, "priority send queues vs a mutex and ck_ring" },
 	{ "txq", qps_bench_txq, "send-QP pick: cached vs hash vs flow table" },
@@ -28,7 +29,7 @@ static int qps_bench_usage(FILE *f)
 
 	fprintf(f, "usage: qps_bench SUBCOMMAND [--json] [options]\n");
 	for (i = 0; qps_benches[i].name; i++)
-		fprintf(f, "  %-10s %s\n", qps_benches[i].name,
+		fprintf(f, "  %-15s %s\n", qps_benches[i].name,
 			qps_benches[i].what);
 	return 2;
 }

@@ -4,6 +4,7 @@
 
 /* One entry point per subcommand; argv[0] is the subcommand name. */
 int qps_bench_doorbell(int argc, char **argv);
+int qps_bench_doorbell_delay(int argc, char **argv);
 int qps_bench_demux(int argc, char **argv);
 int qps_bench_txq(int argc, char **argv);
 int qps_bench_prio(int argc, char **argv);

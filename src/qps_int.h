@@ -91,6 +91,10 @@ struct qps_db_timer {
 	bool failed;		/* could not start: ring at the end of calls */
 	bool stop;		/* under lock */
 	bool idle;		/* atomic: waiting without a deadline */
+	/* The flusher's scheduling policy (SCHED_OTHER or SCHED_BATCH),
+	 * applied when it starts; a measurement knob (qps_bench
+	 * doorbell-delay), QPS_DB_SCHED_DEFAULT otherwise. */
+	int policy;
 };
 
 struct qps_sq;	/* sq.h */
