@@ -585,16 +585,17 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 	return ret;
 }
 
-static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
-			   const struct qps_rx_out *o)
+/*
+ * The receive loop: progress, take a datagram (into @o; with @o NULL only
+ * report that one is queued: 1), spin for the busy-poll budget, sleep.
+ * @tmo: ms to wait at most, 0 = no limit; @dontwait: not at all.
+ */
+static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
+			   const struct qps_rx_out *o, int tmo, bool dontwait)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct timespec deadline;
 	ssize_t ret;
-	bool dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
-	/* Read once: the deadline and its checks must agree even if the
-	 * option changes while we wait. */
-	int tmo = ep->rcvtimeo_ms;
 	/* The busy-poll budget: spin (progressing) until then, then sleep;
 	 * counted from the first time the queue was found empty. */
 	int busy_us = __atomic_load_n(&ep->busy_poll_us, __ATOMIC_RELAXED);
@@ -625,7 +626,7 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 			if (!ep->rxq_count)
 				qps_rx_progress_locked(ctx);
 			if (ep->rxq_count) {
-				ret = qps_rxq_pop_locked(ep, flags, o);
+				ret = o ? qps_rxq_pop_locked(ep, flags, o) : 1;
 			} else {
 				ret = -EAGAIN;
 				if (!dontwait && busy_us && !spin_end)
@@ -637,8 +638,8 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 				if (!dontwait && !qps_rx_spinning(spin_end)) {
 					qps_ep_arm_locked(ep);
 					if (ep->rxq_count)
-						ret = qps_rxq_pop_locked(ep,
-							flags, o);
+						ret = o ? qps_rxq_pop_locked(
+							ep, flags, o) : 1;
 				}
 			}
 		}
@@ -685,7 +686,8 @@ ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
 		return -EFAULT;
 	if (src && !src_len)
 		return -EFAULT;
-	return qps_rx_recv(ep, flags, &o);
+	return qps_rx_loop(ep, flags, &o, ep->rcvtimeo_ms,
+			   ep->nonblock || (flags & QPS_MSG_DONTWAIT));
 }
 
 ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags)
@@ -708,5 +710,23 @@ ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags)
 		return -EFAULT;
 	o.buf = msg->buf;
 	o.len = msg->len;
-	return qps_rx_recv(ep, flags, &o);
+	return qps_rx_loop(ep, flags, &o, ep->rcvtimeo_ms,
+			   ep->nonblock || (flags & QPS_MSG_DONTWAIT));
+}
+
+int qps_ep_wait(struct qps_ep *ep, int timeout_ms)
+{
+	QPS_ERRNO_GUARD;
+	ssize_t ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return (int)ret;
+	/* Busy-polls like a receive, then sleeps: what a qps_ep_fd() user
+	 * would otherwise have to write around poll(2). */
+	ret = qps_rx_loop(ep, 0, NULL, timeout_ms < 0 ? 0 : timeout_ms,
+			  timeout_ms == 0);
+	if (ret == -EAGAIN || ret == -ETIMEDOUT)
+		return 0;
+	/* Readable: a datagram, or the end after qps_shutdown(SHUT_RD). */
+	return ret < 0 ? (int)ret : 1;
 }

@@ -1087,6 +1087,21 @@ static void test_wakeups(void)
 	printf(", signal after %llu ms", (unsigned long long)ms);
 	sigaction(SIGUSR1, &old, NULL);
 
+	/* qps_ep_wait: 0 on timeout, 1 once a datagram is queued (taking
+	 * nothing), even on a non-blocking endpoint; woken by close. */
+	ep = mkep(a, IP_A, 5004);
+	EQ(qps_set_nonblock(ep, 1), 0);
+	EQ(qps_ep_wait(ep, 0), 0);
+	EQ(qps_ep_wait(ep, 20), 0);
+	EQ(send_to(tx, "w", 1, 0, IP_A, 5004), 1);
+	EQ(qps_ep_wait(ep, 1000), 1);
+	EQ(qps_ep_wait(ep, -1), 1);
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 1);
+	EQ(qps_ep_wait(ep, 0), 0);
+	EQ(qps_ep_close(ep), 0);
+	EQ(qps_ep_wait(ep, 0), -EBADF);
+	EQ(qps_ep_wait(NULL, 0), -EBADF);
+
 	/* The context destroyed: every sleeper leaves before it is freed. */
 	c = NULL;
 	EQ_FATAL(t_ctx_emu(wire, IP_C, &c), 0);

@@ -406,6 +406,16 @@ int qps_set_nonblock(struct qps_ep *ep, int on);
  */
 int qps_ep_fd(struct qps_ep *ep);
 
+/**
+ * qps_ep_wait - wait until @ep has a datagram to receive: busy-poll for
+ * its QPS_OPT_BUSY_POLL budget, then sleep, for at most @timeout_ms
+ * (-1: no limit, 0: only look). Returns 1 when a receive will not wait
+ * (a datagram is queued, or the endpoint is shut down for reading), 0 on
+ * timeout; -EINTR when a signal handler ran; -EBADF when @ep is closed,
+ * also by another thread meanwhile. Waits even on a non-blocking endpoint.
+ */
+int qps_ep_wait(struct qps_ep *ep, int timeout_ms);
+
 /*
  * Batched sends and doorbells.
  *
