@@ -14,6 +14,7 @@ static const struct {
 	int (*run)(int argc, char **argv);
 	const char *what;
 } qps_benches[] = {
+	{ "core", qps_bench_core, "the core's cost per datagram on the null device" },
 	{ "demux", qps_bench_demux, "receive demux: groups, subscribers, multicast ping-pong" },
 	{ "doorbell", qps_bench_doorbell, "postponed doorbells: send rate by batch size" },
 	{ "packet", qps_bench_packet, "packet provider: TX rates, ping-pong (scripts/bench_packet.sh)" },
