@@ -15,8 +15,9 @@
  * Locks: per QP, `lock` serialises the device side of its send queue
  * (the consumer index, the counters) and `rq_lock` the producers of its
  * receive queue; per CQ, `lock` its ring; per device, `lock` the QP,
- * flow and multicast tables. Order: a CQ's lock, then the device's; a
- * QP's lock, then a CQ's.
+ * flow and multicast tables, and where the template is steered. Order:
+ * a QP's lock, then a CQ's; the device's lock is never taken under
+ * either (the receive path reads the steering decision with atomics).
  */
 #ifndef QPS_NULL_H
 #define QPS_NULL_H
@@ -157,6 +158,11 @@ struct qps_null_dev {
 	uint32_t frame_len;
 	uint16_t udp_csum0;	/* UDP checksum with sequence number 0 */
 	uint32_t rx_seq;	/* written into each frame's payload */
+	/* Where the template goes, decided when a rule or a membership
+	 * changes (qps_null_rx_update_locked), not per frame: the QP, or
+	 * NULL and why not. */
+	struct qps_null_qp *rx_qp;
+	uint32_t rx_why;	/* enum qps_null_rx_why */
 	/* Device-wide receive counters; writer: holder of the rx CQ lock. */
 	uint64_t rx_no_rule;
 	uint64_t rx_drops;
@@ -234,7 +240,16 @@ int qps_null_destroy_flow(struct qps_flow *flow);
 struct qps_null_qp *qps_null_steer_locked(struct qps_null_dev *dev);
 
 /* null_rx.c */
+enum qps_null_rx_why {
+	QPS_NULL_RX_STEERED = 0,
+	QPS_NULL_RX_NO_RULE = 1,
+	QPS_NULL_RX_NOT_MEMBER = 2,
+};
+
 void qps_null_rx_template(struct qps_null_dev *dev);
+/* Steer the template again after a rule or membership changed; under
+ * the device's lock. */
+void qps_null_rx_update_locked(struct qps_null_dev *dev);
 /* Up to @num generated receive completions into @wc; under @cq's lock. */
 int qps_null_rx_generate(struct qps_null_cq *cq, int num, struct ibv_wc *wc);
 int qps_null_mcast_attach(struct qps_dev *d, struct in_addr group,

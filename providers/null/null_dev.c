@@ -179,6 +179,7 @@ static int null_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
 		    htonl(NULL_ADDR_DEFAULT);
 	memcpy(dev->name, "null", sizeof("null"));
 	qps_null_rx_template(dev);
+	qps_null_rx_update_locked(dev);	/* not shared yet */
 	*dev_out = &dev->base;
 	return 0;
 }

@@ -49,6 +49,7 @@ int qps_null_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 	fl->slot = slot;
 	dev->flow[slot] = fl;
 	qp->nflows++;
+	qps_null_rx_update_locked(dev);
 	pthread_mutex_unlock(&dev->lock);
 	*flow_out = &fl->base;
 	return 0;
@@ -67,6 +68,7 @@ int qps_null_destroy_flow(struct qps_flow *flow)
 	}
 	dev->flow[fl->slot] = NULL;
 	qps_null_qp(flow->qp)->nflows--;
+	qps_null_rx_update_locked(dev);
 	pthread_mutex_unlock(&dev->lock);
 	free(fl);
 	return 0;

@@ -107,26 +107,42 @@ static bool mc_member_locked(const struct qps_null_dev *dev, uint32_t group)
 	return false;
 }
 
+void qps_null_rx_update_locked(struct qps_null_dev *dev)
+{
+	struct qps_null_qp *qp = NULL;
+	uint32_t why = QPS_NULL_RX_STEERED;
+
+	if (dev->cfg.rx == QPS_NULL_RX_MCAST &&
+	    !mc_member_locked(dev, dev->cfg.group))
+		why = QPS_NULL_RX_NOT_MEMBER;
+	else if (!(qp = qps_null_steer_locked(dev)))
+		why = QPS_NULL_RX_NO_RULE;
+	__atomic_store_n(&dev->rx_why, why, __ATOMIC_RELAXED);
+	/* Release: pairs with rx_target's acquire; the QP was set up
+	 * before its rule existed. A QP leaves this pointer (its last rule
+	 * goes) before destroy_qp may free it, and destroy_qp waits for a
+	 * generator that may still hold it (the receive CQ's lock). */
+	__atomic_store_n(&dev->rx_qp, qp, __ATOMIC_RELEASE);
+}
+
 /* The QP the next burst goes to, NULL when none takes it; counted. */
 static struct qps_null_qp *rx_target(struct qps_null_cq *cq)
 {
 	struct qps_null_dev *dev = qps_null_dev(cq->base.dev);
-	struct qps_null_qp *qp = NULL;
+	/* Acquire: pairs with the release in qps_null_rx_update_locked. */
+	struct qps_null_qp *qp = __atomic_load_n(&dev->rx_qp,
+						 __ATOMIC_ACQUIRE);
 
-	/* The CQ's lock, then the device's (null.h). */
-	pthread_mutex_lock(&dev->lock);
-	if (dev->cfg.rx == QPS_NULL_RX_MCAST &&
-	    !mc_member_locked(dev, dev->cfg.group)) {
-		qps_null_count(&dev->rx_drops, 1);
-	} else {
-		qp = qps_null_steer_locked(dev);
-		if (!qp)
+	if (!qp) {
+		/* One writer: the holder of this (the receive) CQ's lock. */
+		if (__atomic_load_n(&dev->rx_why, __ATOMIC_RELAXED) ==
+		    QPS_NULL_RX_NOT_MEMBER)
+			qps_null_count(&dev->rx_drops, 1);
+		else
 			qps_null_count(&dev->rx_no_rule, 1);
-		else if (qp->base.recv_cq != &cq->base)
-			qp = NULL;	/* it lands on another CQ */
+		return NULL;
 	}
-	pthread_mutex_unlock(&dev->lock);
-	return qp;
+	return qp->base.recv_cq == &cq->base ? qp : NULL;
 }
 
 int qps_null_rx_generate(struct qps_null_cq *cq, int num, struct ibv_wc *wc)
@@ -205,6 +221,7 @@ int qps_null_mcast_attach(struct qps_dev *d, struct in_addr group,
 	}
 	dev->mc[freei].group = group.s_addr;
 	dev->mc[freei].refs = 1;
+	qps_null_rx_update_locked(dev);
 	pthread_mutex_unlock(&dev->lock);
 	return 0;
 }
@@ -220,6 +237,7 @@ int qps_null_mcast_detach(struct qps_dev *d, struct in_addr group,
 	for (i = 0; i < QPS_NULL_MAX_MC; i++) {
 		if (dev->mc[i].refs && dev->mc[i].group == group.s_addr) {
 			dev->mc[i].refs--;
+			qps_null_rx_update_locked(dev);
 			pthread_mutex_unlock(&dev->lock);
 			return 0;
 		}
