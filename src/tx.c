@@ -620,9 +620,10 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		h.sport = ep->local.sin_port;
 		h.dport = to.sin_port;
 		h.ip_id = htons(sq->ip_id++);
-		if (len)
-			memcpy(frame + QPS_HDRS_LEN, buf, len);
-		ret = qps_frame_build(frame, &h, len);
+		/* The payload's checksum is taken while it is copied. */
+		ret = qps_frame_build_sum(frame, &h, len,
+					  qps_csum_copy(frame + QPS_HDRS_LEN,
+							buf, len, 0));
 	}
 	if (ret < 0) {
 		qps_tx_slot_put(sq, slot);
