@@ -543,7 +543,7 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 		int timeout = -1;
 
 		/* A postponed doorbell must not wait for our sleep. */
-		qps_tx_poll(ctx, QPS_TXF_POLL);
+		qps_tx_poll_rx(ctx);
 
 		pthread_mutex_lock(&ctx->rx.lock);
 		if (qps_ep_check(ep) < 0) {
