@@ -482,6 +482,13 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 		 * or, for a sender that said more follows, defers them. */
 		if (!__atomic_load_n(&sq->unrung, __ATOMIC_RELAXED))
 			continue;
+		/* More follows and the bounded delay is armed already: what
+		 * qps_db_defer_locked would do. Any ring that disarmed it
+		 * since rang this call's WQEs too (they were written under
+		 * the lock before it), and this thread, having held the lock
+		 * since, cannot read a disarm older than that. */
+		if (more && __atomic_load_n(&sq->db_armed, __ATOMIC_RELAXED))
+			continue;
 		pthread_mutex_lock(&sq->lock);
 		err = qps_tx_end_locked(sq, more);
 		pthread_mutex_unlock(&sq->lock);
