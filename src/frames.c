@@ -153,6 +153,7 @@ int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 	uint8_t *udp = ip + QPS_IP_HLEN;
 	uint16_t udp_len, csum;
 	uint64_t sum, w;
+	uint32_t w32;
 
 	if (payload_len > QPS_IP_MAX_TOTLEN - QPS_IP_HLEN - QPS_UDP_HLEN)
 		return -EMSGSIZE;
@@ -172,7 +173,14 @@ int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 	memset(ip + QPS_IPOFF_CSUM, 0, 2);
 	memcpy(ip + QPS_IPOFF_SADDR, &h->saddr, 4);
 	memcpy(ip + QPS_IPOFF_DADDR, &h->daddr, 4);
-	csum = qps_csum_fold(qps_csum_partial(ip, QPS_IP_HLEN, 0));
+	/* The 20-byte header as two 64-bit words and one 32-bit word. */
+	memcpy(&w, ip, 8);
+	sum = w;
+	memcpy(&w, ip + 8, 8);
+	sum = qps_csum_add64(sum, w);
+	memcpy(&w32, ip + 16, 4);
+	sum = qps_csum_add64(sum, w32);
+	csum = qps_csum_fold(qps_csum_fold64(sum));
 	memcpy(ip + QPS_IPOFF_CSUM, &csum, 2);
 
 	memcpy(udp + QPS_UDPOFF_SPORT, &h->sport, 2);
