@@ -53,7 +53,6 @@ static bool key_is(const char *k, size_t klen, const char *name)
 static int parse_kv(const char *k, size_t klen, const char *v, size_t vlen,
 		    struct qps_null_cfg *cfg)
 {
-	char ip[16];
 	uint32_t u;
 	int ret;
 
@@ -91,6 +90,7 @@ static int parse_kv(const char *k, size_t klen, const char *v, size_t vlen,
 	}
 	if (key_is(k, klen, "group")) {
 		struct in_addr a;
+		char ip[16];
 
 		if (vlen >= sizeof(ip))
 			return -EINVAL;
