@@ -7,10 +7,13 @@
  * every case runs on the null provider (docs/null.md), 64-byte payloads,
  * one send queue. Each case is warmed up, then timed in R rounds of M/R
  * ms; ns_per_dgram is the best round (the least disturbed by the rest of
- * the machine), ns_median the median. cycles_per_dgram counts user-space
- * cycles of the measuring thread(s) where perf_event_open works (null
- * otherwise). The 1-minute load average is printed with each result:
- * absolute times on a shared machine mean little without it.
+ * the machine), ns_median the median. cpu_ns_per_dgram (and its median)
+ * divides the measuring threads' CPU time instead of the wall clock, so
+ * time the thread spent preempted by other work on a loaded machine is
+ * not counted (its cache misses still are). cycles_per_dgram counts
+ * user-space cycles of the measuring thread(s) where perf_event_open
+ * works (null otherwise). The 1-minute load average is printed with each
+ * result: absolute times on a shared machine mean little without it.
  *
  * Cases: send_connected_b1 (qps_send), send_connected_b32 (31 sends with
  * QPS_MSG_MORE and one without), sendto_b1 (qps_sendto, unconnected:
@@ -73,12 +76,17 @@ struct bc_case {
 	unsigned int threads;	/* 2: send_bands_2thr's own runner */
 };
 
-static uint64_t bc_now(void)
+static uint64_t bc_clock(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t bc_now(void)
+{
+	return bc_clock(CLOCK_MONOTONIC);
 }
 
 static int bc_ctx(struct bc_run *r, const char *dev)
@@ -241,6 +249,7 @@ static const struct bc_case bc_cases[] = {
 struct bc_round {
 	uint64_t dgrams;
 	uint64_t ns;
+	uint64_t cpu_ns;	/* the thread's CPU time: no preemption */
 	uint64_t cycles;
 	int err;
 };
@@ -250,6 +259,7 @@ static void bc_loop(const struct bc_case *c, struct bc_run *r, uint64_t ns,
 		    int cyc_fd, struct bc_round *out)
 {
 	uint64_t t0 = bc_now(), c0 = qps_bench_cycles_read(cyc_fd), t;
+	uint64_t cpu0 = bc_clock(CLOCK_THREAD_CPUTIME_ID);
 	unsigned int k;
 
 	memset(out, 0, sizeof(*out));
@@ -266,6 +276,7 @@ static void bc_loop(const struct bc_case *c, struct bc_run *r, uint64_t ns,
 		t = bc_now();
 	} while (t - t0 < ns);
 	out->ns = t - t0;
+	out->cpu_ns = bc_clock(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	out->cycles = qps_bench_cycles_read(cyc_fd) - c0;
 }
 
@@ -303,6 +314,7 @@ static int bc_cmp_u64(const void *a, const void *b)
 
 struct bc_result {
 	double ns_best, ns_median, cycles;	/* cycles < 0: none */
+	double cpu_best, cpu_median;
 	uint64_t dgrams;
 };
 
@@ -310,7 +322,7 @@ struct bc_result {
 static void bc_summarise(const struct bc_round *rd, unsigned int n,
 			 bool have_cycles, struct bc_result *res)
 {
-	uint64_t ps[BC_MAX_ROUNDS];
+	uint64_t ps[BC_MAX_ROUNDS], cps[BC_MAX_ROUNDS];
 	double best_cyc = -1;
 	unsigned int i;
 
@@ -320,6 +332,7 @@ static void bc_summarise(const struct bc_round *rd, unsigned int n,
 
 		/* Picoseconds per datagram, so the sort keeps precision. */
 		ps[i] = x->dgrams ? x->ns * 1000 / x->dgrams : UINT64_MAX;
+		cps[i] = x->dgrams ? x->cpu_ns * 1000 / x->dgrams : UINT64_MAX;
 		res->dgrams += x->dgrams;
 		if (x->dgrams && (best_cyc < 0 ||
 				  (double)x->cycles / (double)x->dgrams <
@@ -329,6 +342,9 @@ static void bc_summarise(const struct bc_round *rd, unsigned int n,
 	qsort(ps, n, sizeof(ps[0]), bc_cmp_u64);
 	res->ns_best = (double)ps[0] / 1000.0;
 	res->ns_median = (double)ps[n / 2] / 1000.0;
+	qsort(cps, n, sizeof(cps[0]), bc_cmp_u64);
+	res->cpu_best = (double)cps[0] / 1000.0;
+	res->cpu_median = (double)cps[n / 2] / 1000.0;
 	res->cycles = have_cycles ? best_cyc : -1;
 }
 
@@ -373,6 +389,7 @@ static int bc_run_threads(const struct bc_case *c, struct bc_run *r,
 				return t[i].round[k].err;
 			sum[k].dgrams += t[i].round[k].dgrams;
 			sum[k].cycles += t[i].round[k].cycles;
+			sum[k].cpu_ns += t[i].round[k].cpu_ns;
 			if (t[i].round[k].ns > sum[k].ns)
 				sum[k].ns = t[i].round[k].ns;
 		}
@@ -439,14 +456,17 @@ static void bc_print(const struct bc_opts *o, const char *name,
 		printf("{\"bench\":\"core\",\"case\":\"%s\",\"provider\":"
 		       "\"null\",\"tx_path\":\"%s\",\"payload\":%d,"
 		       "\"dgrams\":%llu,\"ns_per_dgram\":%.1f,"
-		       "\"ns_median\":%.1f,\"cycles_per_dgram\":%s,"
+		       "\"ns_median\":%.1f,\"cpu_ns_per_dgram\":%.1f,"
+		       "\"cpu_ns_median\":%.1f,\"cycles_per_dgram\":%s,"
 		       "\"loadavg\":%.2f}\n", name, bc_path_name(o->path),
 		       BC_PAYLOAD, (unsigned long long)res->dgrams,
-		       res->ns_best, res->ns_median, cyc, load);
+		       res->ns_best, res->ns_median, res->cpu_best,
+		       res->cpu_median, cyc, load);
 		return;
 	}
-	printf("%-20s %10.1f %10.1f %10s %12llu\n", name, res->ns_best,
-	       res->ns_median, cyc, (unsigned long long)res->dgrams);
+	printf("%-20s %10.1f %10.1f %10.1f %10s %12llu\n", name,
+	       res->ns_best, res->ns_median, res->cpu_best, cyc,
+	       (unsigned long long)res->dgrams);
 }
 
 static int bc_usage(void)
@@ -505,8 +525,8 @@ int qps_bench_core(int argc, char **argv)
 	if (bc_opts_parse(argc, argv, &o))
 		return bc_usage();
 	if (!o.json)
-		printf("%-20s %10s %10s %10s %12s\n", "case", "ns/dgram",
-		       "median", "cyc/dgram", "datagrams");
+		printf("%-20s %10s %10s %10s %10s %12s\n", "case", "ns/dgram",
+		       "median", "cpu ns", "cyc/dgram", "datagrams");
 	for (i = 0; bc_cases[i].name; i++) {
 		const struct bc_case *c = &bc_cases[i];
 
