@@ -14,6 +14,9 @@
  * user-space cycles of the measuring thread(s) where perf_event_open
  * works (null otherwise). The 1-minute load average is printed with each
  * result: absolute times on a shared machine mean little without it.
+ * dgrams_all counts the warm-up round too: everything bc_loop() did, for
+ * an instruction count per datagram under callgrind
+ * (--toggle-collect=bc_loop), which no other load on the machine moves.
  *
  * Cases: send_connected_b1 (qps_send), send_connected_b32 (31 sends with
  * QPS_MSG_MORE and one without), sendto_b1 (qps_sendto, unconnected:
@@ -316,6 +319,7 @@ struct bc_result {
 	double ns_best, ns_median, cycles;	/* cycles < 0: none */
 	double cpu_best, cpu_median;
 	uint64_t dgrams;
+	uint64_t dgrams_all;	/* the warm-up round's too */
 };
 
 /* Rounds 1..n of @rd (round 0 is the warm-up), per datagram. */
@@ -327,6 +331,8 @@ static void bc_summarise(const struct bc_round *rd, unsigned int n,
 	unsigned int i;
 
 	memset(res, 0, sizeof(*res));
+	for (i = 0; i <= n; i++)
+		res->dgrams_all += rd[i].dgrams;
 	for (i = 0; i < n; i++) {
 		const struct bc_round *x = &rd[i + 1];
 
@@ -455,12 +461,13 @@ static void bc_print(const struct bc_opts *o, const char *name,
 	if (o->json) {
 		printf("{\"bench\":\"core\",\"case\":\"%s\",\"provider\":"
 		       "\"null\",\"tx_path\":\"%s\",\"payload\":%d,"
-		       "\"dgrams\":%llu,\"ns_per_dgram\":%.1f,"
+		       "\"dgrams\":%llu,\"dgrams_all\":%llu,"
+		       "\"ns_per_dgram\":%.1f,"
 		       "\"ns_median\":%.1f,\"cpu_ns_per_dgram\":%.1f,"
 		       "\"cpu_ns_median\":%.1f,\"cycles_per_dgram\":%s,"
 		       "\"loadavg\":%.2f}\n", name, bc_path_name(o->path),
 		       BC_PAYLOAD, (unsigned long long)res->dgrams,
-		       res->ns_best, res->ns_median, res->cpu_best,
+		       (unsigned long long)res->dgrams_all, res->ns_best, res->ns_median, res->cpu_best,
 		       res->cpu_median, cyc, load);
 		return;
 	}
