@@ -6,6 +6,7 @@
  */
 #include "frames.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -152,8 +153,7 @@ int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 	uint8_t *ip = eth + QPS_ETH_HLEN;
 	uint8_t *udp = ip + QPS_IP_HLEN;
 	uint16_t udp_len, csum;
-	uint64_t sum, w;
-	uint32_t w32;
+	uint64_t sum;
 
 	if (payload_len > QPS_IP_MAX_TOTLEN - QPS_IP_HLEN - QPS_UDP_HLEN)
 		return -EMSGSIZE;
@@ -173,13 +173,14 @@ int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 	memset(ip + QPS_IPOFF_CSUM, 0, 2);
 	memcpy(ip + QPS_IPOFF_SADDR, &h->saddr, 4);
 	memcpy(ip + QPS_IPOFF_DADDR, &h->daddr, 4);
-	/* The 20-byte header as two 64-bit words and one 32-bit word. */
-	memcpy(&w, ip, 8);
-	sum = w;
-	memcpy(&w, ip + 8, 8);
-	sum = qps_csum_add64(sum, w);
-	memcpy(&w32, ip + 16, 4);
-	sum = qps_csum_add64(sum, w32);
+	/* The header's words from the values just stored, as they lie in
+	 * memory (htons of a big-endian field), not read back: wide loads
+	 * of bytes stored a moment ago would wait for the stores. */
+	sum = (uint64_t)htons((uint16_t)(0x4500 | h->tos)) +
+	      htons((uint16_t)(QPS_IP_HLEN + udp_len)) + h->ip_id +
+	      htons(QPS_IP_DF) +
+	      htons((uint16_t)(ip[QPS_IPOFF_TTL] << 8 | QPS_IPPROTO_UDP)) +
+	      h->saddr + h->daddr;
 	csum = qps_csum_fold(qps_csum_fold64(sum));
 	memcpy(ip + QPS_IPOFF_CSUM, &csum, 2);
 
@@ -187,11 +188,10 @@ int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 	memcpy(udp + QPS_UDPOFF_DPORT, &h->dport, 2);
 	qps_be16_put(udp + QPS_UDPOFF_LEN, udp_len);
 	memset(udp + QPS_UDPOFF_CSUM, 0, 2);
-	/* Pseudo header, then the 8 header bytes as one word. */
+	/* Pseudo header, then the UDP header's words (checksum 0), from
+	 * their values as above. */
 	sum = (uint64_t)udp_pseudo_sum(h->saddr, h->daddr, udp_len) +
-	      payload_sum;
-	memcpy(&w, udp, sizeof(w));
-	sum = qps_csum_add64(sum, w);
+	      payload_sum + h->sport + h->dport + htons(udp_len);
 	csum = qps_csum_fold(qps_csum_fold64(sum));
 	/* 0 on the wire means "no checksum" (RFC 768). */
 	if (csum == 0)
