@@ -81,6 +81,9 @@ struct qps_null_cq {
 	bool overrun;		/* a CQE was lost; reported once drained */
 	bool rx_due;		/* the poller saw it empty: frames arrive */
 	uint32_t users;		/* QPs naming it; under the device's lock */
+	/* QPs with a receive queue completing here: only such a CQ gets
+	 * frames. Written under the device's lock, read atomically. */
+	uint32_t rx_users;
 	uint64_t overruns;	/* one writer: holder of lock */
 };
 

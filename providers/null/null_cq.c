@@ -110,7 +110,8 @@ int qps_null_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
 		/* Lost completions, reported once what did arrive is out. */
 		cq->overrun = false;
 		n = -EIO;
-	} else if (!n && num > 0 && dev->cfg.rx != QPS_NULL_RX_OFF) {
+	} else if (!n && num > 0 && dev->cfg.rx != QPS_NULL_RX_OFF &&
+		   __atomic_load_n(&cq->rx_users, __ATOMIC_RELAXED)) {
 		/* Frames arrive while the poller is away: a burst for every
 		 * time it found the CQ empty. */
 		if (cq->rx_due) {

@@ -157,6 +157,10 @@ int qps_null_create_qp(struct qps_dev *d, const struct qps_qp_init_attr *attr,
 	qps_null_cq(attr->send_cq)->users++;
 	if (attr->recv_cq)
 		qps_null_cq(attr->recv_cq)->users++;
+	if (qp->has_rq)
+		__atomic_store_n(&qps_null_cq(attr->recv_cq)->rx_users,
+				 qps_null_cq(attr->recv_cq)->rx_users + 1,
+				 __ATOMIC_RELAXED);
 	dev->qp[idx] = qp;
 	pthread_mutex_unlock(&dev->lock);
 	*qp_out = &qp->base;
@@ -196,6 +200,10 @@ int qps_null_destroy_qp(struct qps_qp *q)
 	qps_null_cq(q->send_cq)->users--;
 	if (q->recv_cq)
 		qps_null_cq(q->recv_cq)->users--;
+	if (qp->has_rq)
+		__atomic_store_n(&qps_null_cq(q->recv_cq)->rx_users,
+				 qps_null_cq(q->recv_cq)->rx_users - 1,
+				 __ATOMIC_RELAXED);
 	stats_retire(&dev->retired, &qp->st);
 	pthread_mutex_unlock(&dev->lock);
 	/* The generator picks its QP under the receive CQ's lock and the
