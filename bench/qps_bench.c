@@ -14,6 +14,7 @@ static const struct {
 	int (*run)(int argc, char **argv);
 	const char *what;
 } qps_benches[] = {
+	{ "core", qps_bench_core, "the core's cost per datagram on the null device" },
 	{ "demux", qps_bench_demux, "receive demux: groups, subscribers, multicast ping-pong" },
 	{ "doorbell", qps_bench_doorbell, "postponed doorbells: send rate by batch size" },
 	{ "doorbell-delay", qps_bench_doorbell_delay, "how long a postponed doorbell waits, by db_delay_us and flusher policy" },

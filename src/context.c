@@ -286,14 +286,19 @@ static int qps_ctx_open_dev(struct qps_ctx *ctx, const struct qps_ctx_attr *attr
 
 	ret = qps_provider_find(name, &ctx->ops);
 	if (ret < 0) {
-		qps_log_err("unknown provider '%s' (built: emu%s%s)", name,
+		qps_log_err("unknown provider '%s' (built: emu%s%s%s)", name,
 #ifdef QPS_HAVE_PACKET
 			    ", packet",
 #else
 			    "",
 #endif
 #ifdef QPS_HAVE_VERBS
-			    ", verbs"
+			    ", verbs",
+#else
+			    "",
+#endif
+#ifdef QPS_HAVE_NULL
+			    ", null"
 #else
 			    ""
 #endif

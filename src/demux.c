@@ -264,7 +264,8 @@ static void qps_demux_bcast(struct qps_ctx *ctx, uint32_t buf,
 }
 
 static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
-			    const struct qps_frame_info *fi, uint64_t *ts)
+			    const struct qps_frame_info *fi, uint32_t key,
+			    uint64_t *ts)
 {
 	const struct qps_frame_hdr *h = &fi->hdr;
 	const struct qps_conn *c;
@@ -273,9 +274,7 @@ static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
 
 	/* Only the bucket's first entry: no chain walk on the fast path.
 	 * Pairs with QPS_RCU_STORE in qps_conn_set_locked/_unlink. */
-	c = QPS_RCU_LOAD(ctx->dmx.conn_tab[qps_conn_hash(h->saddr, h->sport,
-							 h->dport) &
-					   ctx->dmx.conn_mask]);
+	c = QPS_RCU_LOAD(ctx->dmx.conn_tab[key & ctx->dmx.conn_mask]);
 	if (c && c->saddr == h->saddr && c->sport == h->sport &&
 	    c->dport == h->dport &&
 	    (c->daddr == INADDR_ANY || c->daddr == h->daddr)) {
@@ -300,8 +299,18 @@ static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
 	ctx->st.rx_demux_bound++;
 }
 
+uint32_t qps_demux_key(const struct qps_frame_info *fi)
+{
+	const struct qps_frame_hdr *h = &fi->hdr;
+	uint32_t daddr = ntohl(h->daddr);
+
+	if (IN_MULTICAST(daddr) || daddr == INADDR_BROADCAST)
+		return 0;
+	return qps_conn_hash(h->saddr, h->sport, h->dport);
+}
+
 void qps_demux_prefetch(struct qps_ctx *ctx, const struct qps_frame_info *fi,
-			int stage)
+			uint32_t key, int stage)
 {
 	const struct qps_frame_hdr *h = &fi->hdr;
 	uint32_t daddr = ntohl(h->daddr);
@@ -315,8 +324,7 @@ void qps_demux_prefetch(struct qps_ctx *ctx, const struct qps_frame_info *fi,
 	}
 	if (daddr == INADDR_BROADCAST)
 		return;
-	b = &ctx->dmx.conn_tab[qps_conn_hash(h->saddr, h->sport, h->dport) &
-			       ctx->dmx.conn_mask];
+	b = &ctx->dmx.conn_tab[key & ctx->dmx.conn_mask];
 	if (stage == 0) {
 		__builtin_prefetch(b);
 		return;
@@ -340,7 +348,7 @@ static bool qps_is_bcast(const struct qps_ctx *ctx,
 }
 
 void qps_demux(struct qps_ctx *ctx, uint32_t buf,
-	       const struct qps_frame_info *fi)
+	       const struct qps_frame_info *fi, uint32_t key)
 {
 	uint32_t daddr = ntohl(fi->hdr.daddr);
 	uint64_t ts = 0;	/* read from the clock once, if anyone asks */
@@ -350,5 +358,5 @@ void qps_demux(struct qps_ctx *ctx, uint32_t buf,
 	else if (qps_is_bcast(ctx, &fi->hdr))
 		qps_demux_bcast(ctx, buf, fi, &ts);
 	else
-		qps_demux_ucast(ctx, buf, fi, &ts);
+		qps_demux_ucast(ctx, buf, fi, key, &ts);
 }

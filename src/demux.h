@@ -135,12 +135,17 @@ struct qps_demux {
 /* demux.c */
 int qps_demux_init(struct qps_ctx *ctx);
 void qps_demux_fini(struct qps_ctx *ctx);
+/* @key: qps_demux_key(@fi), computed once per datagram for the
+ * prefetching passes and the lookup. */
 void qps_demux(struct qps_ctx *ctx, uint32_t buf,
-	       const struct qps_frame_info *fi);
+	       const struct qps_frame_info *fi, uint32_t key);
 /* Stage 0 prefetches the table slot @fi will be looked up in, stage 1
  * what that slot points to; both only hint the cache. */
 void qps_demux_prefetch(struct qps_ctx *ctx, const struct qps_frame_info *fi,
-			int stage);
+			uint32_t key, int stage);
+/* The 4-tuple hash a unicast datagram is looked up by (0 for the others,
+ * which are looked up by group). */
+uint32_t qps_demux_key(const struct qps_frame_info *fi);
 uint32_t qps_conn_hash(uint32_t saddr, uint16_t sport, uint16_t dport);
 int qps_conn_set_locked(struct qps_ep *ep, uint32_t peer, uint16_t pport);
 void qps_conn_clear_locked(struct qps_ep *ep);

@@ -68,7 +68,9 @@ int qps_db_ring_locked(struct qps_sq *sq, enum qps_txf cause)
 	if (ret > 0)
 		sq->st.doorbells += (uint64_t)ret;
 	sq->st.bf += bf;
-	sq->unrung = 0;
+	/* Relaxed: a hint for callers without the lock (qps_tx_run_end,
+	 * qps_tx_poll); the decision is taken under it. */
+	__atomic_store_n(&sq->unrung, 0, __ATOMIC_RELAXED);
 	sq->st.flush[cause]++;
 	/* Relaxed: the flusher reads it as a hint and decides under
 	 * sq->lock, which we hold. */

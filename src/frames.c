@@ -6,6 +6,7 @@
  */
 #include "frames.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -37,46 +38,84 @@
  * The one's complement sum is the same whatever the byte order as long as
  * words are loaded and the result stored in the same (memory) order
  * (RFC 1071, 2.B), so words are summed as they lie in memory and the folded
- * result is stored back with memcpy. Four 32-bit words per iteration into a
- * 64-bit accumulator: the carries pile up in the high half and are folded
- * once at the end; 2^32 words would be needed to overflow it.
- * Chained calls must pass even lengths except for the last chunk.
+ * result is stored back with memcpy. It is also the same whatever the word
+ * width, as long as every carry out of the top is added back in (2^64 and
+ * 2^32 are both 1 modulo 2^16 - 1): 64-bit words with the end-around carry,
+ * folded to 32 bits at the end. Chained calls must pass even lengths except
+ * for the last chunk.
  */
-uint32_t qps_csum_partial(const void *buf, size_t len, uint32_t sum)
+static inline uint64_t qps_csum_add64(uint64_t acc, uint64_t w)
 {
-	const uint8_t *p = buf;
-	uint64_t acc = sum;
-	uint32_t w[4];
+	acc += w;
+	return acc + (acc < w);
+}
+
+/* The words after the last whole 64-bit one, as qps_csum_partial adds
+ * them; @n < 8. */
+static uint64_t qps_csum_tail(uint64_t acc, const uint8_t *p, size_t n)
+{
+	uint32_t w;
 	uint16_t h;
 
-	while (len >= sizeof(w)) {
-		memcpy(w, p, sizeof(w));
-		acc += (uint64_t)w[0] + w[1] + w[2] + w[3];
-		p += sizeof(w);
-		len -= sizeof(w);
-	}
-	while (len >= 4) {
-		memcpy(w, p, 4);
-		acc += w[0];
+	if (n >= 4) {
+		memcpy(&w, p, 4);
+		acc = qps_csum_add64(acc, w);
 		p += 4;
-		len -= 4;
+		n -= 4;
 	}
-	if (len >= 2) {
+	if (n >= 2) {
 		memcpy(&h, p, 2);
-		acc += h;
+		acc = qps_csum_add64(acc, h);
 		p += 2;
-		len -= 2;
+		n -= 2;
 	}
-	if (len) {
+	if (n) {
 		/* The odd byte is the first byte of a zero-padded word. */
 		uint8_t tail[2] = { p[0], 0 };
 
 		memcpy(&h, tail, 2);
-		acc += h;
+		acc = qps_csum_add64(acc, h);
 	}
+	return acc;
+}
+
+static uint32_t qps_csum_fold64(uint64_t acc)
+{
 	acc = (acc & 0xffffffffu) + (acc >> 32);
 	acc = (acc & 0xffffffffu) + (acc >> 32);
 	return (uint32_t)acc;
+}
+
+uint32_t qps_csum_partial(const void *buf, size_t len, uint32_t sum)
+{
+	const uint8_t *p = buf;
+	uint64_t acc = sum, w;
+
+	while (len >= sizeof(w)) {
+		memcpy(&w, p, sizeof(w));
+		acc = qps_csum_add64(acc, w);
+		p += sizeof(w);
+		len -= sizeof(w);
+	}
+	return qps_csum_fold64(qps_csum_tail(acc, p, len));
+}
+
+uint32_t qps_csum_copy(void *dst, const void *src, size_t len, uint32_t sum)
+{
+	const uint8_t *s = src;
+	uint8_t *d = dst;
+	uint64_t acc = sum, w;
+
+	while (len >= sizeof(w)) {
+		memcpy(&w, s, sizeof(w));
+		memcpy(d, &w, sizeof(w));
+		acc = qps_csum_add64(acc, w);
+		s += sizeof(w);
+		d += sizeof(w);
+		len -= sizeof(w);
+	}
+	memcpy(d, s, len);
+	return qps_csum_fold64(qps_csum_tail(acc, d, len));
 }
 
 /* Fold to 16 bits and complement: the value to store, in memory order. A
@@ -88,29 +127,33 @@ uint16_t qps_csum_fold(uint32_t sum)
 	return (uint16_t)~sum;
 }
 
-/* Sum of the UDP pseudo-header; @saddr and @daddr in network order. */
+/* Sum of the UDP pseudo header (@saddr and @daddr in network order):
+ * its words added as numbers, as they would lie in memory, instead of
+ * being laid out and read back. */
 static uint32_t udp_pseudo_sum(uint32_t saddr, uint32_t daddr,
 			       uint16_t udp_len)
 {
-	uint8_t ph[12];
+	uint8_t w[4];
+	uint32_t proto_len;
 
-	memcpy(ph, &saddr, 4);
-	memcpy(ph + 4, &daddr, 4);
-	ph[8] = 0;
-	ph[9] = QPS_IPPROTO_UDP;
-	qps_be16_put(ph + 10, udp_len);
-	return qps_csum_partial(ph, sizeof(ph), 0);
+	w[0] = 0;
+	w[1] = QPS_IPPROTO_UDP;
+	qps_be16_put(w + 2, udp_len);
+	memcpy(&proto_len, w, 4);
+	return qps_csum_fold64((uint64_t)saddr + daddr + proto_len);
 }
 
-/* ip_id is stored as given: like the addresses, it is in network order. */
-int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
-		    size_t payload_len)
+/* ip_id is stored as given: like the addresses, it is in network order.
+ * The UDP checksum covers the pseudo header, the UDP header and the
+ * payload, whose sum the caller has. */
+int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
+			size_t payload_len, uint32_t payload_sum)
 {
 	uint8_t *eth = frame;
 	uint8_t *ip = eth + QPS_ETH_HLEN;
 	uint8_t *udp = ip + QPS_IP_HLEN;
 	uint16_t udp_len, csum;
-	uint32_t sum;
+	uint64_t sum;
 
 	if (payload_len > QPS_IP_MAX_TOTLEN - QPS_IP_HLEN - QPS_UDP_HLEN)
 		return -EMSGSIZE;
@@ -130,21 +173,43 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 	memset(ip + QPS_IPOFF_CSUM, 0, 2);
 	memcpy(ip + QPS_IPOFF_SADDR, &h->saddr, 4);
 	memcpy(ip + QPS_IPOFF_DADDR, &h->daddr, 4);
-	csum = qps_csum_fold(qps_csum_partial(ip, QPS_IP_HLEN, 0));
+	/* The header's words from the values just stored, as they lie in
+	 * memory (htons of a big-endian field), not read back: wide loads
+	 * of bytes stored a moment ago would wait for the stores. */
+	sum = (uint64_t)htons((uint16_t)(0x4500 | h->tos)) +
+	      htons((uint16_t)(QPS_IP_HLEN + udp_len)) + h->ip_id +
+	      htons(QPS_IP_DF) +
+	      htons((uint16_t)(ip[QPS_IPOFF_TTL] << 8 | QPS_IPPROTO_UDP)) +
+	      h->saddr + h->daddr;
+	csum = qps_csum_fold(qps_csum_fold64(sum));
 	memcpy(ip + QPS_IPOFF_CSUM, &csum, 2);
 
 	memcpy(udp + QPS_UDPOFF_SPORT, &h->sport, 2);
 	memcpy(udp + QPS_UDPOFF_DPORT, &h->dport, 2);
 	qps_be16_put(udp + QPS_UDPOFF_LEN, udp_len);
 	memset(udp + QPS_UDPOFF_CSUM, 0, 2);
-	sum = udp_pseudo_sum(h->saddr, h->daddr, udp_len);
-	csum = qps_csum_fold(qps_csum_partial(udp, udp_len, sum));
+	/* Pseudo header, then the UDP header's words (checksum 0), from
+	 * their values as above. */
+	sum = (uint64_t)udp_pseudo_sum(h->saddr, h->daddr, udp_len) +
+	      payload_sum + h->sport + h->dport + htons(udp_len);
+	csum = qps_csum_fold(qps_csum_fold64(sum));
 	/* 0 on the wire means "no checksum" (RFC 768). */
 	if (csum == 0)
 		csum = 0xffff;
 	memcpy(udp + QPS_UDPOFF_CSUM, &csum, 2);
 
 	return (int)(QPS_HDRS_LEN + payload_len);
+}
+
+int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
+		    size_t payload_len)
+{
+	const uint8_t *payload = (const uint8_t *)frame + QPS_HDRS_LEN;
+
+	if (payload_len > QPS_IP_MAX_TOTLEN - QPS_IP_HLEN - QPS_UDP_HLEN)
+		return -EMSGSIZE;
+	return qps_frame_build_sum(frame, h, payload_len,
+				   qps_csum_partial(payload, payload_len, 0));
 }
 
 static bool bad_saddr(const uint8_t *a)

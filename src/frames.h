@@ -45,6 +45,11 @@ struct qps_frame_info {
 int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 		    size_t payload_len);
 
+/* As qps_frame_build, with the payload's qps_csum_partial already known
+ * (@payload_sum: qps_csum_copy gives it while placing the payload). */
+int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
+			size_t payload_len, uint32_t payload_sum);
+
 /*
  * qps_frame_parse - validate a received frame. Returns QPS_RX_OK (0) and
  * fills @info, or the enum qps_rx_reason that rejected it. Trailing bytes
@@ -71,6 +76,8 @@ static inline void qps_be16_put(uint8_t *p, uint16_t v)
  * checksum it returns 0. Chained partial sums need even lengths except for
  * the last chunk. */
 uint32_t qps_csum_partial(const void *buf, size_t len, uint32_t sum);
+/* Copy @len bytes and return their qps_csum_partial, in one pass. */
+uint32_t qps_csum_copy(void *dst, const void *src, size_t len, uint32_t sum);
 uint16_t qps_csum_fold(uint32_t sum);
 
 /* 01:00:5e + low 23 bits of the group (network order). */

@@ -307,6 +307,9 @@ static const struct qps_provider_ops *const qps_providers[] = {
 #ifdef QPS_HAVE_PACKET
 	&qps_packet_ops,
 #endif
+#ifdef QPS_HAVE_NULL
+	&qps_null_ops,
+#endif
 };
 
 #define QPS_NUM_PROVIDERS (sizeof(qps_providers) / sizeof(qps_providers[0]))

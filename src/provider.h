@@ -295,6 +295,10 @@ extern const struct qps_provider_ops qps_verbs_ops;
 #ifdef QPS_HAVE_PACKET
 extern const struct qps_provider_ops qps_packet_ops;
 #endif
+/* Measurement only (docs/null.md): never picked unless named. */
+#ifdef QPS_HAVE_NULL
+extern const struct qps_provider_ops qps_null_ops;
+#endif
 
 /*
  * qps_provider_find - the filled ops table of the provider called @name:

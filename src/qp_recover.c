@@ -50,7 +50,8 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 	/* The send path counted it when it saw the error; the receive
 	 * path leaves it to us. */
 	if (!sq->qp_err) {
-		sq->qp_err = true;
+		/* Relaxed: a hint for qps_tx_poll (tx.c). */
+		__atomic_store_n(&sq->qp_err, true, __ATOMIC_RELAXED);
 		sq->st.qp_errors++;
 	}
 	if (sq->unrung)
@@ -97,7 +98,7 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 		sq->qp_dead = true;
 		return ret;
 	}
-	sq->qp_err = false;
+	__atomic_store_n(&sq->qp_err, false, __ATOMIC_RELAXED);
 	sq->st.qp_recoveries++;
 	if (sq->idx == 0) {
 		pthread_mutex_lock(&ctx->rx.lock);

@@ -186,6 +186,10 @@ void qps_sq_unlock_all(struct qps_ctx *ctx);
 /* Every send queue in turn: ring a postponed doorbell for @cause, reap
  * completions. Returns the completions reaped or -errno. */
 int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause);
+/* The same for a receive call, which needs only its own postponed
+ * doorbells rung: a send queue with nothing unrung, nothing in flight and
+ * no failed QP is skipped without its lock. */
+int qps_tx_poll_rx(struct qps_ctx *ctx);
 
 /* doorbell.c: the bounded-delay flusher (per send queue: sq.h) */
 int qps_db_init(struct qps_ctx *ctx);

@@ -257,6 +257,7 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 struct qps_rx_item {
 	uint32_t buf;		/* UINT32_MAX: not one of our buffers */
 	bool ok;		/* a valid datagram in @fi */
+	uint32_t key;		/* qps_demux_key(&fi), when ok */
 	struct qps_frame_info fi;
 };
 
@@ -355,17 +356,20 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
 							   (uint32_t)wc[i].wr_id));
 	for (i = 0; i < n; i++) {
 		qps_rx_check(ctx, &wc[i], &it[i]);
-		if (it[i].ok)
-			qps_demux_prefetch(ctx, &it[i].fi, 0);
+		if (it[i].ok) {
+			it[i].key = qps_demux_key(&it[i].fi);
+			qps_demux_prefetch(ctx, &it[i].fi, it[i].key, 0);
+		}
 		if (i >= QPS_RX_PF_LAG && it[i - QPS_RX_PF_LAG].ok)
-			qps_demux_prefetch(ctx, &it[i - QPS_RX_PF_LAG].fi, 1);
+			qps_demux_prefetch(ctx, &it[i - QPS_RX_PF_LAG].fi,
+					   it[i - QPS_RX_PF_LAG].key, 1);
 	}
 	for (i = n > QPS_RX_PF_LAG ? n - QPS_RX_PF_LAG : 0; i < n; i++)
 		if (it[i].ok)
-			qps_demux_prefetch(ctx, &it[i].fi, 1);
+			qps_demux_prefetch(ctx, &it[i].fi, it[i].key, 1);
 	for (i = 0; i < n; i++) {
 		if (it[i].ok)
-			qps_demux(ctx, it[i].buf, &it[i].fi);
+			qps_demux(ctx, it[i].buf, &it[i].fi, it[i].key);
 		if (it[i].buf != UINT32_MAX)
 			qps_rx_buf_put_locked(ctx, it[i].buf);
 	}
@@ -615,7 +619,7 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 		int timeout = -1;
 
 		/* A postponed doorbell must not wait for our sleep. */
-		qps_tx_poll(ctx, QPS_TXF_POLL);
+		qps_tx_poll_rx(ctx);
 
 		pthread_mutex_lock(&ctx->rx.lock);
 		if (qps_ep_check(ep) < 0) {

@@ -35,7 +35,8 @@ static _Thread_local char qps_tx_self;
 void qps_tx_slot_put(struct qps_sq *sq, uint32_t slot)
 {
 	sq->free[sq->nfree++] = slot;
-	sq->inflight--;
+	/* Relaxed: a hint for qps_tx_poll, which decides under the lock. */
+	__atomic_store_n(&sq->inflight, sq->inflight - 1, __ATOMIC_RELAXED);
 }
 
 void qps_tx_posted_push(struct qps_sq *sq, uint32_t slot)
@@ -149,13 +150,31 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 		if (ctx->info.caps & QPS_DEV_CAP_QP_ERR) {
 			if (!sq->qp_err)
 				sq->st.qp_errors++;
-			sq->qp_err = true;
+			/* Relaxed: see qps_tx_poll. */
+			__atomic_store_n(&sq->qp_err, true, __ATOMIC_RELAXED);
 		}
 	}
 	return total;
 }
 
-int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
+/*
+ * Nothing for a poll to do on @sq, as far as a thread without its lock
+ * can tell: no WQE unrung, no slot in flight, no failed QP. Relaxed
+ * loads of fields written under the lock: a send under way on another
+ * thread may be missed, and it rings and reaps its own (or the bounded
+ * delay rings it); what this thread sent it sees.
+ */
+static bool qps_tx_idle_hint(const struct qps_sq *sq)
+{
+	return !__atomic_load_n(&sq->unrung, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&sq->inflight, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&sq->qp_err, __ATOMIC_RELAXED) &&
+	       !(sq->idx == 0 &&
+		 __atomic_load_n(&sq->ctx->rx.qp_err, __ATOMIC_RELAXED));
+}
+
+static int qps_tx_poll_some(struct qps_ctx *ctx, enum qps_txf cause,
+			    bool skip_idle)
 {
 	int total = 0, err = 0;
 	uint32_t i;
@@ -164,6 +183,8 @@ int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
 		struct qps_sq *sq = &ctx->sq[i];
 		int ret;
 
+		if (skip_idle && qps_tx_idle_hint(sq))
+			continue;
 		pthread_mutex_lock(&sq->lock);
 		qps_db_ring_locked(sq, cause);
 		ret = qps_tx_reap_locked(sq);
@@ -175,6 +196,17 @@ int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
 			total += ret;
 	}
 	return err ? err : total;
+}
+
+int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
+{
+	return qps_tx_poll_some(ctx, cause, false);
+}
+
+/* A receive-only thread takes no send queue lock. */
+int qps_tx_poll_rx(struct qps_ctx *ctx)
+{
+	return qps_tx_poll_some(ctx, QPS_TXF_POLL, true);
 }
 
 /* Room for one more WQE: a free slot and room on the send path. */
@@ -213,7 +245,8 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 	} else {
 		sq->since_sig++;
 	}
-	sq->unrung++;
+	/* Relaxed: see qps_db_ring_locked. */
+	__atomic_store_n(&sq->unrung, sq->unrung + 1, __ATOMIC_RELAXED);
 	sq->st.wqes++;
 	if (!more)
 		ret = qps_db_ring_locked(sq, QPS_TXF_SEND);
@@ -361,7 +394,8 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
 		pthread_mutex_lock(&sq->lock);
 	}
 	*slot = sq->free[--sq->nfree];
-	sq->inflight++;
+	/* Relaxed: see qps_tx_slot_put. */
+	__atomic_store_n(&sq->inflight, sq->inflight + 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -444,6 +478,19 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 		int err;
 
 		left &= left - 1;
+		/* Nothing unrung: nothing to ring or defer. A relaxed hint
+		 * (qps_db_ring_locked): this call's own WQEs were written by
+		 * this thread, or by the band owner, which rings them itself
+		 * or, for a sender that said more follows, defers them. */
+		if (!__atomic_load_n(&sq->unrung, __ATOMIC_RELAXED))
+			continue;
+		/* More follows and the bounded delay is armed already: what
+		 * qps_db_defer_locked would do. Any ring that disarmed it
+		 * since rang this call's WQEs too (they were written under
+		 * the lock before it), and this thread, having held the lock
+		 * since, cannot read a disarm older than that. */
+		if (more && __atomic_load_n(&sq->db_armed, __ATOMIC_RELAXED))
+			continue;
 		pthread_mutex_lock(&sq->lock);
 		err = qps_tx_end_locked(sq, more);
 		pthread_mutex_unlock(&sq->lock);
@@ -622,9 +669,10 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		h.sport = ep->local.sin_port;
 		h.dport = to.sin_port;
 		h.ip_id = htons(sq->ip_id++);
-		if (len)
-			memcpy(frame + QPS_HDRS_LEN, buf, len);
-		ret = qps_frame_build(frame, &h, len);
+		/* The payload's checksum is taken while it is copied. */
+		ret = qps_frame_build_sum(frame, &h, len,
+					  qps_csum_copy(frame + QPS_HDRS_LEN,
+							buf, len, 0));
 	}
 	if (ret < 0) {
 		qps_tx_slot_put(sq, slot);

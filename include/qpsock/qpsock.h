@@ -84,10 +84,11 @@ enum qps_tx_policy {
 /**
  * struct qps_ctx_attr - how to open a context; only fields whose bit is set
  * in @comp_mask are read, the rest take their defaults.
- * @provider: "emu" (default), "packet" or "verbs"; the environment variable
+ * @provider: "emu" (default), "packet" or "verbs" ("null": measurement
+ *	only, docs/null.md); the environment variable
  *	QPS_PROVIDER overrides the default but not an explicit value.
  * @dev: emu: wire name (default $QPS_DEV or "qps0"); packet: netdev name;
- *	verbs: RDMA device name.
+ *	verbs: RDMA device name; null: receive generator settings.
  * @addr: local IPv4 address. emu: default is the first free address of the
  *	wire's 198.18.0.0/24 (the benchmarking range; nothing leaves the wire).
  * @tx_depth: depth of each send queue in WQEs (default 256, max 4096).
