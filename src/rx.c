@@ -617,6 +617,8 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 
 	for (;;) {
 		int timeout = -1;
+		/* Decided once per round: a sleep must follow an arm. */
+		bool spin = false;
 
 		/* A postponed doorbell must not wait for our sleep. */
 		qps_tx_poll_rx(ctx);
@@ -636,10 +638,11 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 				if (!dontwait && busy_us && !spin_end)
 					spin_end = qps_rx_mono_ns() +
 						   (uint64_t)busy_us * 1000u;
+				spin = !dontwait && qps_rx_spinning(spin_end);
 				/* We may sleep on efd: make pushes signal it
 				 * and the device wake us; arming polls once
 				 * more, which may have found our datagram. */
-				if (!dontwait && !qps_rx_spinning(spin_end)) {
+				if (!dontwait && !spin) {
 					qps_ep_arm_locked(ep);
 					if (ep->rxq_count)
 						ret = o ? qps_rxq_pop_locked(
@@ -650,7 +653,7 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 		pthread_mutex_unlock(&ctx->rx.lock);
 		if (ret != -EAGAIN || dontwait)
 			return ret;
-		if (qps_rx_spinning(spin_end)) {
+		if (spin) {
 			if (tmo && qps_ms_left(&deadline) <= 0)
 				return -ETIMEDOUT;
 			qps_cpu_relax();
