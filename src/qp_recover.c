@@ -51,7 +51,7 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 	 * path leaves it to us. */
 	if (!sq->qp_err) {
 		sq->qp_err = true;
-		sq->st.qp_errors++;
+		sq->st->qp_errors++;
 	}
 	if (sq->unrung)
 		qps_db_ring_locked(sq, QPS_TXF_POLL);
@@ -98,7 +98,7 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 		return ret;
 	}
 	sq->qp_err = false;
-	sq->st.qp_recoveries++;
+	sq->st->qp_recoveries++;
 	if (sq->idx == 0) {
 		pthread_mutex_lock(&ctx->rx.lock);
 		ret = qps_rx_refill_locked(ctx);
