@@ -55,7 +55,10 @@ def main():
 
     def figure(name, title, ylabel, lines):
         fig, ax = plt.subplots(figsize=(8, 4))
-        for label, xs, ys in lines:
+        # A line that stays 0 (the receive rate of a sender) only hides
+        # the others; if every one does, keep them all.
+        shown = [ln for ln in lines if any(ln[2])] or lines
+        for label, xs, ys in shown:
             ax.plot(xs, ys, marker=".", label=label)
         ax.set_title(title)
         ax.set_xlabel("seconds")

@@ -86,6 +86,7 @@ static uint64_t qps_stat_start_ticks(void)
 	char buf[1024];
 	unsigned long long v = 0;
 	const char *p;
+	char *end;
 	ssize_t n;
 	int fd, i;
 
@@ -102,8 +103,11 @@ static uint64_t qps_stat_start_ticks(void)
 	p = strrchr(buf, ')');
 	for (i = 0; p && i < 20; i++)
 		p = strchr(p + 1, ' ');
-	if (p && sscanf(p + 1, "%llu", &v) != 1)
-		v = 0;
+	if (p) {
+		v = strtoull(p + 1, &end, 10);
+		if (end == p + 1 || *end != ' ')
+			v = 0;
+	}
 	return v;
 }
 
@@ -187,7 +191,7 @@ static void qps_stat_hdr_fill(struct qps_ctx *ctx, struct qps_stat_hdr *h,
 	h->stats_size = sizeof(struct qps_stats);
 	h->sq_size = sizeof(struct qps_sq_stats);
 	h->ep_size = sizeof(struct qps_stat_ep);
-	h->version = (QPS_VERSION_MAJOR << 16) | QPS_VERSION_MINOR;
+	h->version = QPS_STAT_VERSION;
 	h->size = ctx->stat.size;
 	h->pid = (int32_t)getpid();
 	h->ctx_id = id;

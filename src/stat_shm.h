@@ -30,6 +30,8 @@
 #define QPS_STAT_PREFIX "qpsock-stat."
 #define QPS_STAT_MAGIC 0x5441545350535150ull	/* "QPSPSTAT" */
 #define QPS_STAT_LAYOUT 1
+/* The library version a segment was written by: major << 16 | minor. */
+#define QPS_STAT_VERSION (QPS_VERSION_MAJOR * 65536u + QPS_VERSION_MINOR)
 #define QPS_STAT_ALIGN 64
 /* Memberships an endpoint slot lists; more are counted in ngroups. */
 #define QPS_STAT_EP_GROUPS QPS_EP_STATS_GROUPS
@@ -123,7 +125,7 @@ struct qps_stat_hdr {
 	uint32_t stats_size;		/* sizeof(struct qps_stats) */
 	uint32_t sq_size;		/* sizeof(struct qps_sq_stats) */
 	uint32_t ep_size;		/* sizeof(struct qps_stat_ep) */
-	uint32_t version;		/* QPS_VERSION_MAJOR << 16 | MINOR */
+	uint32_t version;		/* QPS_STAT_VERSION */
 	uint64_t size;			/* bytes of the segment */
 	int32_t pid;
 	uint32_t ctx_id;		/* per process, from 0 */

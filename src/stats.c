@@ -62,7 +62,7 @@ int qps_ep_stats(struct qps_ep *ep, struct qps_ep_counters *st, size_t size)
 	struct qps_ep_counters out;
 	struct qps_stat_ep b;
 	struct qps_ctx *ctx;
-	uint32_t i, n;
+	uint32_t i;
 	int ret = qps_ep_check(ep);
 
 	if (ret < 0)
@@ -77,8 +77,7 @@ int qps_ep_stats(struct qps_ep *ep, struct qps_ep_counters *st, size_t size)
 	pthread_mutex_lock(&ctx->ctl_lock);
 	pthread_mutex_lock(&ctx->rx.lock);
 	ret = qps_ep_check(ep);
-	if (ret == 0)
-		memcpy(&b, ep->sb, sizeof(b));
+	b = *ep->sb;
 	pthread_mutex_unlock(&ctx->rx.lock);
 	pthread_mutex_unlock(&ctx->ctl_lock);
 	qps_sq_unlock_all(ctx);
@@ -105,8 +104,8 @@ int qps_ep_stats(struct qps_ep *ep, struct qps_ep_counters *st, size_t size)
 	out.tx_packets = b.tx_packets;
 	out.tx_bytes = b.tx_bytes;
 	out.tx_drops = b.tx_drops;
-	n = b.ngroups < QPS_EP_STATS_GROUPS ? b.ngroups : QPS_EP_STATS_GROUPS;
-	for (i = 0; i < n; i++) {
+	/* Entries past ngroups are zero in the slot. */
+	for (i = 0; i < QPS_EP_STATS_GROUPS; i++) {
 		out.groups[i].group.s_addr = b.mc[i].group;
 		out.groups[i].source.s_addr = b.mc[i].source;
 	}

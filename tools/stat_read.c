@@ -93,7 +93,7 @@ static enum sr_status sr_check(struct sr_seg *s)
 	    h->stats_size != sizeof(struct qps_stats) ||
 	    h->sq_size != sizeof(struct qps_sq_stats) ||
 	    h->ep_size != sizeof(struct qps_stat_ep) ||
-	    h->version != ((QPS_VERSION_MAJOR << 16) | QPS_VERSION_MINOR))
+	    h->version != QPS_STAT_VERSION)
 		return SR_MISMATCH;
 	/* Everything below comes from another process: bound it. */
 	if (h->size != s->size || h->nsq > 64 || h->max_ep > 65536)
