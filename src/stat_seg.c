@@ -263,7 +263,7 @@ int qps_stat_open(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 	if (s->shm)
 		qps_stat_live_add(s);
 	/* Release: the header is complete before a reader sees the magic;
-	 * pairs with the acquire load in qps_stat (tools/qps_stat.c). */
+	 * pairs with the acquire load in sr_check (tools/stat_read.c). */
 	atomic_store_explicit(&h->magic, QPS_STAT_MAGIC, memory_order_release);
 	return 0;
 }
