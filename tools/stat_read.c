@@ -154,6 +154,7 @@ static uint64_t sr_start_ticks(int pid)
 	char path[64], buf[1024];
 	unsigned long long v = 0;
 	const char *p;
+	char *end;
 	ssize_t n;
 	int fd, i;
 
@@ -169,8 +170,11 @@ static uint64_t sr_start_ticks(int pid)
 	p = strrchr(buf, ')');
 	for (i = 0; p && i < 20; i++)
 		p = strchr(p + 1, ' ');
-	if (p && sscanf(p + 1, "%llu", &v) != 1)
-		v = 0;
+	if (p) {
+		v = strtoull(p + 1, &end, 10);
+		if (end == p + 1 || *end != ' ')
+			v = 0;
+	}
 	return v;
 }
 
