@@ -15,6 +15,15 @@
  *   pp       --dev IF --dst IP [--port P] [--size B] [--secs S]
  *            qpsock ping-pong with sockperf's header against a sockperf
  *            server or examples/qps_echo, busy-polling; half round trips
+ *   bind     --dev IF [--batch N]
+ *            N endpoints bound to ephemeral ports and closed, with the
+ *            port held in the kernel (hold_port) and with the core's table
+ *            alone (the op stubbed in a copy of the ops table),
+ *            interleaved over 5 rounds: the kernel socket's cost per bind
+ *   hold     --dev IF --port P [--secs S] [--no-hold]
+ *            one endpoint bound to 0.0.0.0:P, draining what arrives for
+ *            S seconds (the receiver of a tx-mmsg run from the peer): the
+ *            kernel's per-datagram cost with and without the socket
  *
  * Output: one line "mode=... pps=..." (or "... lat_avg_us=...") or, with
  * --json, one JSON object.
@@ -34,6 +43,7 @@
 
 #include "frames.h"
 #include "provider.h"
+#include "qps_int.h"
 #include "qps_bench.h"
 
 #define BP_MAX_BATCH 256
@@ -48,7 +58,7 @@ struct bp_opts {
 	struct sockaddr_in dst;
 	unsigned int batch, size;
 	double secs;
-	bool json;
+	bool json, no_hold;
 };
 
 static uint64_t bp_now(void)
@@ -63,7 +73,10 @@ static int bp_usage(void)
 {
 	fprintf(stderr,
 		"usage: qps_bench packet tx-qps|tx-raw|tx-mmsg|pp [--json] [--dev IF] "
-		"--dst IP [--port P] [--batch N] [--size B] [--secs S]\n");
+		"--dst IP [--port P] [--batch N] [--size B] [--secs S]\n"
+		"       qps_bench packet bind --dev IF [--batch N] [--json]\n"
+		"       qps_bench packet hold --dev IF --port P [--secs S] "
+		"[--no-hold] [--json]\n");
 	return 2;
 }
 
@@ -87,6 +100,10 @@ static int bp_parse(int argc, char **argv, struct bp_opts *o)
 			o->json = true;
 			continue;
 		}
+		if (!strcmp(a, "--no-hold")) {
+			o->no_hold = true;
+			continue;
+		}
 		if (!v)
 			return -1;
 		i++;
@@ -106,6 +123,11 @@ static int bp_parse(int argc, char **argv, struct bp_opts *o)
 		else
 			return -1;
 	}
+	/* bind and hold have no destination; bind's batch is a count. */
+	if (!strcmp(o->mode, "bind") || !strcmp(o->mode, "hold"))
+		o->dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (!strcmp(o->mode, "bind") && o->batch == 1)
+		o->batch = BP_MAX_BATCH;
 	if (!o->dst.sin_addr.s_addr || !port || port > 65535 || !o->batch ||
 	    o->batch > BP_MAX_BATCH || o->size < BP_HDR ||
 	    o->size > BP_MAX_SIZE || o->secs <= 0 || o->secs > 600)
@@ -372,6 +394,13 @@ static int bp_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int bp_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
 static void bp_put(uint8_t *p, uint64_t v, int bytes)
 {
 	int i;
@@ -455,6 +484,136 @@ static int bp_pp(const struct bp_opts *o)
 	return n ? 0 : 1;
 }
 
+/* The core's table alone: what a device that is not the host's does. */
+static int bp_no_hold(struct qps_dev *dev, struct in_addr addr,
+		      uint16_t *port, unsigned int flags)
+{
+	(void)dev;
+	(void)addr;
+	(void)port;
+	(void)flags;
+	return -EOPNOTSUPP;
+}
+
+static int bp_packet_ctx(const struct bp_opts *o, struct qps_ctx **ctx)
+{
+	struct qps_ctx_attr attr = {
+		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV,
+		.provider = "packet",
+		.dev = o->dev,
+	};
+
+	return o->dev ? qps_ctx_create(&attr, ctx) : -EINVAL;
+}
+
+/* @n endpoints bound to port 0 then closed; ns per bind. */
+static double bp_bind_round(struct qps_ctx *ctx, unsigned int n)
+{
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct qps_ep *ep[BP_MAX_BATCH];
+	uint64_t t0, ns;
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (qps_ep_create(ctx, QPS_EP_DGRAM, &ep[i]) < 0)
+			return -1;
+	t0 = bp_now();
+	for (i = 0; i < n; i++)
+		if (qps_bind(ep[i], (struct sockaddr *)&any, sizeof(any)) < 0)
+			return -1;
+	ns = bp_now() - t0;
+	for (i = 0; i < n; i++)
+		qps_ep_close(ep[i]);
+	return (double)ns / n;
+}
+
+static int bp_bind(const struct bp_opts *o)
+{
+	double held[5], table[5], h, t;
+	struct qps_provider_ops stubbed;
+	const struct qps_provider_ops *real;
+	struct qps_ctx *ctx;
+	int r, ret = bp_packet_ctx(o, &ctx);
+
+	if (ret < 0) {
+		fprintf(stderr, "packet bind: %s\n", strerror(-ret));
+		return 1;
+	}
+	real = ctx->ops;
+	stubbed = *real;
+	stubbed.hold_port = bp_no_hold;
+	for (r = 0; r < 5; r++) {
+		ctx->ops = real;
+		held[r] = bp_bind_round(ctx, o->batch);
+		ctx->ops = &stubbed;
+		table[r] = bp_bind_round(ctx, o->batch);
+	}
+	ctx->ops = real;
+	qps_ctx_destroy(ctx);
+	qsort(held, 5, sizeof(held[0]), bp_cmp_double);
+	qsort(table, 5, sizeof(table[0]), bp_cmp_double);
+	h = held[2];
+	t = table[2];
+	if (h < 0 || t < 0) {
+		fprintf(stderr, "packet bind: a bind failed\n");
+		return 1;
+	}
+	if (o->json)
+		printf("{\"bench\":\"packet\",\"mode\":\"bind\","
+		       "\"endpoints\":%u,\"held_ns_per_bind\":%.0f,"
+		       "\"table_ns_per_bind\":%.0f,\"ratio\":%.2f}\n",
+		       o->batch, h, t, t > 0 ? h / t : 0);
+	else
+		printf("mode=bind endpoints=%u held_ns=%.0f table_ns=%.0f "
+		       "ratio=%.2f\n", o->batch, h, t, t > 0 ? h / t : 0);
+	return 0;
+}
+
+static int bp_hold(const struct bp_opts *o)
+{
+	struct sockaddr_in any = { .sin_family = AF_INET,
+				   .sin_port = o->dst.sin_port };
+	struct qps_provider_ops stubbed;
+	uint8_t buf[BP_MAX_SIZE];
+	uint64_t end, n = 0;
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	int ret = bp_packet_ctx(o, &ctx);
+
+	if (ret < 0) {
+		fprintf(stderr, "packet hold: %s\n", strerror(-ret));
+		return 1;
+	}
+	if (o->no_hold) {
+		stubbed = *ctx->ops;
+		stubbed.hold_port = bp_no_hold;
+		ctx->ops = &stubbed;
+	}
+	ret = qps_ep_create(ctx, QPS_EP_DGRAM, &ep);
+	if (!ret)
+		ret = qps_bind(ep, (struct sockaddr *)&any, sizeof(any));
+	if (ret < 0) {
+		fprintf(stderr, "packet hold: %s\n", strerror(-ret));
+		qps_ctx_destroy(ctx);
+		return 1;
+	}
+	/* Ready: the peer starts sending now. */
+	printf("holding\n");
+	fflush(stdout);
+	end = bp_now() + (uint64_t)(o->secs * 1e9);
+	while (bp_now() < end)
+		n += qps_recv(ep, buf, sizeof(buf), QPS_MSG_DONTWAIT) >= 0;
+	if (o->json)
+		printf("{\"bench\":\"packet\",\"mode\":\"hold\","
+		       "\"held\":%s,\"received\":%llu}\n",
+		       o->no_hold ? "false" : "true", (unsigned long long)n);
+	else
+		printf("mode=hold held=%d received=%llu\n", !o->no_hold,
+		       (unsigned long long)n);
+	qps_ctx_destroy(ctx);
+	return 0;
+}
+
 int qps_bench_packet(int argc, char **argv)
 {
 	struct bp_opts o;
@@ -469,5 +628,9 @@ int qps_bench_packet(int argc, char **argv)
 		return bp_tx_mmsg(&o);
 	if (!strcmp(o.mode, "pp"))
 		return bp_pp(&o);
+	if (!strcmp(o.mode, "bind"))
+		return bp_bind(&o);
+	if (!strcmp(o.mode, "hold"))
+		return bp_hold(&o);
 	return bp_usage();
 }

@@ -2,25 +2,27 @@
 /*
  * qps_demo - send and receive a few datagrams through qpsock.
  *
- *   qps_demo recv [-P prov] [-w wire] [-a addr] [-p port] [-n count]
- *   qps_demo send [-P prov] [-w wire] [-a addr] -d dest-ip [-p port]
+ *   qps_demo recv [--provider P] [-d dev] [-a addr] [-p port] [-n count]
+ *   qps_demo send [--provider P] [-d dev] [-a addr] --dest IP [-p port]
  *                 [-n count] [-b burst]
  *
  * Start the receiver first. On the emu provider both processes attach to
- * the shared-memory wire named by -w, each as a port with the IPv4 address
- * given by -a. The sender retries while the destination cannot be resolved
- * yet (-EHOSTUNREACH: no port with that address on the wire), for at most
- * 5 s. With -b N the sender passes QPS_MSG_MORE on all but the last
- * datagram of every N, so a burst costs one doorbell.
+ * the shared-memory wire named by --dev, each as a port with the IPv4
+ * address given by --addr. The sender retries while the destination cannot
+ * be resolved yet (-EHOSTUNREACH: no port with that address on the wire),
+ * for at most 5 s. With --burst N the sender passes QPS_MSG_MORE on all but
+ * the last datagram of every N, so a burst costs one doorbell. The options
+ * are spelled as the perftest-style tools spell them (--provider, -d/--dev).
  *
  * Only the public header is used. Every qpsock call returns a count or
  * -errno, hence strerror(-ret) below.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE	/* getopt_long */
 
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,19 +52,19 @@ struct demo_opts {
 
 static const char *prog = "qps_demo";
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr,
-		"usage: %s recv [-P prov] [-w wire] [-a addr] [-p port] [-n count]\n"
-		"       %s send [-P prov] [-w wire] [-a addr] -d dest-ip [-p port]\n"
-		"                   [-n count] [-b burst]\n"
-		"  -P  provider (default: $QPS_PROVIDER or emu)\n"
-		"  -w  emu wire name / device (default: $QPS_DEV or qps0)\n"
-		"  -a  local IPv4 address (emu default: first free on the wire)\n"
-		"  -d  destination IPv4 address (send)\n"
-		"  -p  UDP port: bound by recv, destination of send (default %d)\n"
-		"  -n  datagrams to receive or send (default %d)\n"
-		"  -b  send: datagrams per doorbell, QPS_MSG_MORE (default 1)\n",
+	fprintf(f,
+		"usage: %s recv [options]\n"
+		"       %s send --dest=IP [options]\n"
+		"      --provider=NAME  emu, packet or verbs (default: $QPS_PROVIDER or emu)\n"
+		"  -d, --dev=NAME       emu wire / netdev / RDMA device (default: $QPS_DEV or qps0)\n"
+		"  -a, --addr=IP        local IPv4 address (emu default: first free on the wire)\n"
+		"      --dest=IP        send: destination IPv4 address\n"
+		"  -p, --port=N         UDP port: bound by recv, destination of send (default %d)\n"
+		"  -n, --count=N        datagrams to receive or send (default %d)\n"
+		"  -b, --burst=N        send: datagrams per doorbell, QPS_MSG_MORE (default 1)\n"
+		"  -h, --help           this text\n",
 		prog, prog, DEMO_PORT, DEMO_COUNT);
 }
 
@@ -95,6 +97,20 @@ static int parse_uint(const char *s, unsigned int max, unsigned int *out)
 	return 0;
 }
 
+enum { OPT_PROVIDER = 256, OPT_DEST };
+
+static const struct option demo_long_opts[] = {
+	{ "provider", required_argument, NULL, OPT_PROVIDER },
+	{ "dev", required_argument, NULL, 'd' },
+	{ "addr", required_argument, NULL, 'a' },
+	{ "dest", required_argument, NULL, OPT_DEST },
+	{ "port", required_argument, NULL, 'p' },
+	{ "count", required_argument, NULL, 'n' },
+	{ "burst", required_argument, NULL, 'b' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
 static int parse_opts(int argc, char **argv, struct demo_opts *o)
 {
 	int c;
@@ -113,20 +129,24 @@ static int parse_opts(int argc, char **argv, struct demo_opts *o)
 
 	/* Parse the options after the mode word. */
 	optind = 2;
-	while ((c = getopt(argc, argv, "P:w:a:d:p:n:b:h")) != -1) {
+	while ((c = getopt_long(argc, argv, "d:a:p:n:b:h", demo_long_opts,
+				NULL)) != -1) {
 		switch (c) {
-		case 'P':
+		case OPT_PROVIDER:
 			o->provider = optarg;
 			break;
-		case 'w':
+		case 'd':
 			o->wire = optarg;
 			break;
 		case 'a':
 			o->addr = optarg;
 			break;
-		case 'd':
+		case OPT_DEST:
 			o->dest = optarg;
 			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
 		case 'p':
 			if (parse_uint(optarg, 65535, &o->port) || !o->port) {
 				fprintf(stderr, "%s: bad port '%s'\n", prog,
@@ -158,11 +178,11 @@ static int parse_opts(int argc, char **argv, struct demo_opts *o)
 		return -1;
 	}
 	if (o->recv && o->dest) {
-		fprintf(stderr, "%s: -d is for send\n", prog);
+		fprintf(stderr, "%s: --dest is for send\n", prog);
 		return -1;
 	}
 	if (!o->recv && !o->dest) {
-		fprintf(stderr, "%s: send needs -d dest-ip\n", prog);
+		fprintf(stderr, "%s: send needs --dest=IP\n", prog);
 		return -1;
 	}
 	return 0;
@@ -505,11 +525,11 @@ int main(int argc, char **argv)
 		prog = slash ? slash + 1 : argv[0];
 	}
 	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		usage();
+		usage(stdout);
 		return 0;
 	}
 	if (parse_opts(argc, argv, &o)) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	/* Line-buffered even into a pipe or file: the logs interleave. */

@@ -2,8 +2,12 @@
 /*
  * qps_echo - a UDP echo server on qpsock that answers sockperf clients.
  *
- *   qps_echo [-P prov] [-w dev] [-a addr] [-p port] [-g group] [-B] [-U]
- *            [-t seconds] [-m max-size]
+ *   qps_echo [--provider P] [-d dev] [-a addr] [-p port] [-g group] [-B]
+ *            [-U] [-t seconds] [-m max-size]
+ *
+ * (each also long: --dev, --addr, --port, --group, --busy-poll,
+ * --unicast-reply, --seconds, --max-size; spelled as the perftest-style
+ * tools spell --provider and -d/--dev)
  *
  * Run it where a sockperf server would run, then point the kernel client
  * at it: `sockperf ping-pong -i ADDR -p PORT` (or under-load). With -g it
@@ -23,10 +27,11 @@
  * -t) stops it; it then prints its totals like sockperf's server.
  * Only the public header is used.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE	/* getopt_long */
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -71,10 +76,36 @@ static void on_signal(int sig)
 static int usage(FILE *f)
 {
 	fprintf(f,
-		"usage: qps_echo [-P prov] [-w dev] [-a addr] [-p port] "
-		"[-g group] [-B] [-U] [-t seconds] [-m max-size]\n");
+		"usage: qps_echo [options]\n"
+		"      --provider=NAME  emu, packet or verbs (default: $QPS_PROVIDER or emu)\n"
+		"  -d, --dev=NAME       emu wire / netdev / RDMA device (default: $QPS_DEV)\n"
+		"  -a, --addr=IP        local IPv4 address\n"
+		"  -p, --port=N         UDP port (default %d, sockperf's)\n"
+		"  -g, --group=IP       also join this multicast group on the port\n"
+		"  -B, --busy-poll      spin on the endpoint instead of sleeping\n"
+		"  -U, --unicast-reply  answer multicast pings unicast\n"
+		"  -t, --seconds=N      stop after N seconds (default: at SIGINT/SIGTERM)\n"
+		"  -m, --max-size=N     largest message accepted (default %d)\n"
+		"  -h, --help           this text\n",
+		ECHO_PORT, ECHO_MAX);
 	return f == stderr ? 2 : 0;
 }
+
+enum { OPT_PROVIDER = 256 };
+
+static const struct option echo_long_opts[] = {
+	{ "provider", required_argument, NULL, OPT_PROVIDER },
+	{ "dev", required_argument, NULL, 'd' },
+	{ "addr", required_argument, NULL, 'a' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "group", required_argument, NULL, 'g' },
+	{ "busy-poll", no_argument, NULL, 'B' },
+	{ "unicast-reply", no_argument, NULL, 'U' },
+	{ "seconds", required_argument, NULL, 't' },
+	{ "max-size", required_argument, NULL, 'm' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
 
 static int parse(int argc, char **argv, struct echo_opts *o)
 {
@@ -85,12 +116,13 @@ static int parse(int argc, char **argv, struct echo_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->port = ECHO_PORT;
 	o->max = ECHO_MAX;
-	while ((c = getopt(argc, argv, "P:w:a:p:g:BUt:m:h")) != -1) {
+	while ((c = getopt_long(argc, argv, "d:a:p:g:BUt:m:h", echo_long_opts,
+				NULL)) != -1) {
 		switch (c) {
-		case 'P':
+		case OPT_PROVIDER:
 			o->provider = optarg;
 			break;
-		case 'w':
+		case 'd':
 			o->dev = optarg;
 			break;
 		case 'a':
@@ -220,17 +252,25 @@ static int join(struct qps_ep *ep, const struct echo_opts *o)
 #endif
 }
 
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static int serve(struct qps_ep *ep, const struct echo_opts *o,
 		 struct echo_count *n)
 {
 	static uint8_t buf[ECHO_MAX];
 	struct sockaddr_in src, dst;
 	socklen_t slen;
-	time_t end = o->seconds ? time(NULL) + o->seconds : 0;
+	long long end = o->seconds ? now_ms() + 1000LL * o->seconds : 0;
 	int flags = o->busy ? QPS_MSG_DONTWAIT : 0;
 	ssize_t r;
 
-	while (!echo_stop && (!end || time(NULL) < end)) {
+	while (!echo_stop && (!end || now_ms() < end)) {
 		slen = sizeof(src);
 		r = qps_recvfrom(ep, buf, sizeof(buf), flags | QPS_MSG_TRUNC,
 				 (struct sockaddr *)&src, &slen);

@@ -16,6 +16,9 @@
 #     qps      qps_bench packet pp -> qps_echo -B (both qpsock, busy-polling)
 #     sockperf sockperf pp -> sockperf sr (kernel UDP on both sides)
 #     sockperf->qps_echo  kernel client against the qpsock server
+#   The kernel socket behind a bound port: bind time held vs. the core's
+#   table alone (qps_bench packet bind), and a kernel peer's sendmmsg rate
+#   to a held and an unheld qpsock port (qps_bench packet hold).
 #   Sender pinned to CPU 0, receivers/servers to CPU 1.
 #
 # usage: scripts/bench_packet.sh [--json] [--secs S] [--rounds R] [--build DIR]
@@ -128,7 +131,7 @@ done
 # Ping-pong.
 pp_secs=$((secs < 2 ? 2 : secs))
 # Started without a wrapper function, so that $! is the server itself.
-ip netns exec "$B" taskset -c 1 "$echo_bin" -P packet -w "$VB" -p 11111 -B \
+ip netns exec "$B" taskset -c 1 "$echo_bin" --provider packet -d "$VB" -p 11111 -B \
 	> "$tmp/echo.out" 2>&1 &
 pids+=($!)
 sleep 0.5
@@ -159,6 +162,34 @@ for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
 
+# The kernel socket behind a bound port: its cost per bind, and per
+# datagram the kernel receives for the port (the peer's sendmmsg rate,
+# CPU-bound on CPU 0, where veth runs A's receive path too), held or not.
+inA "$bench" packet bind --dev "$VA" > "$tmp/bind.out"
+bind_held=$(field held_ns < "$tmp/bind.out")
+bind_table=$(field table_ns < "$tmp/bind.out")
+hold_rate() {
+	local flag=${1:-} hp i
+	: > "$tmp/hold.out"
+	ip netns exec "$A" taskset -c 1 "$bench" packet hold --dev "$VA" \
+		--port 9100 --secs $((secs + 1)) $flag > "$tmp/hold.out" &
+	hp=$!
+	for ((i = 0; i < 50; i++)); do
+		grep -q holding "$tmp/hold.out" && break
+		sleep 0.05
+	done
+	ip netns exec "$B" taskset -c 0 "$bench" packet tx-mmsg \
+		--dst 10.77.0.1 --port 9100 --batch 32 --secs "$secs" | field pps
+	wait "$hp" || true
+}
+for ((r = 0; r < rounds; r++)); do
+	res[rx_held]+="$(hold_rate) "
+	res[rx_table]+="$(hold_rate --no-hold) "
+done
+for v in rx_held rx_table; do
+	med[$v]=$(tr ' ' '\n' <<< "${res[$v]}" | grep . | median)
+done
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "null" }'; }
 r_batch=$(ratio "${med[qps32]}" "${med[qps1]}")
 r_raw=$(ratio "${med[raw32]}" "${med[raw1]}")
@@ -177,6 +208,9 @@ if [[ $json -eq 1 ]]; then
 		"${qps_avg:-0}" "${qps_p50:-0}" "$sp_avg" "$sp_p50" "$spq_avg"
 	printf '{"bench":"packet","ratios":{"qps32_over_qps1":%s,"raw32_over_raw1":%s,"qps32_over_sendmmsg32":%s,"qps32_over_trafgen":%s,"qps_over_sockperf_half_rtt_avg":%s,"qps_over_sockperf_half_rtt_p50":%s}}\n' \
 		"$r_batch" "$r_raw" "$r_mmsg" "$r_tg" "$r_lat" "$r_lat50"
+	printf '{"bench":"packet","case":"held_port","bind_held_ns":%s,"bind_table_ns":%s,"rx_held_pps_median":%s,"rx_table_pps_median":%s,"rx_held_over_table":%s}\n' \
+		"${bind_held:-0}" "${bind_table:-0}" "${med[rx_held]}" \
+		"${med[rx_table]}" "$(ratio "${med[rx_held]}" "${med[rx_table]}")"
 	exit 0
 fi
 echo "packet provider on veth, 64-byte payloads, TX only (peer drops at L2),"
@@ -188,6 +222,12 @@ echo "ping-pong, 64 bytes, half round trip (us):"
 printf '  qpsock pp -> qps_echo -B    avg %s  p50 %s\n' "$qps_avg" "$qps_p50"
 printf '  sockperf pp -> sockperf sr  avg %s  p50 %s\n' "$sp_avg" "$sp_p50"
 printf '  sockperf pp -> qps_echo -B  avg %s\n' "$spq_avg"
+echo "the kernel socket behind a bound port:"
+printf '  bind: %s ns held in the kernel, %s ns in the table alone\n' \
+	"$bind_held" "$bind_table"
+printf '  kernel peer sendmmsg to the port: %s pps held, %s pps not (%s)\n' \
+	"${med[rx_held]}" "${med[rx_table]}" \
+	"$(ratio "${med[rx_held]}" "${med[rx_table]}")"
 echo "ratios: qps32/qps1 $r_batch (target >= 3; provider alone $r_raw)," \
 	"qps32/sendmmsg32 $r_mmsg" \
 	"(>= 1.2), qps32/trafgen $r_tg (>= 0.9), qps/sockperf half-RTT avg" \

@@ -59,8 +59,8 @@ if [[ ! -x "$demo" ]]; then
 fi
 
 tmp=$(mktemp -d)
-recv_cmd=("$demo" recv -P emu -w "$wire" -a "$recv_ip" -p "$port" -n "$count")
-send_cmd=("$demo" send -P emu -w "$wire" -a "$send_ip" -d "$recv_ip"
+recv_cmd=("$demo" recv --provider emu -d "$wire" -a "$recv_ip" -p "$port" -n "$count")
+send_cmd=("$demo" send --provider emu -d "$wire" -a "$send_ip" --dest "$recv_ip"
 	-p "$port" -n "$count")
 
 echo

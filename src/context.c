@@ -53,9 +53,27 @@ static int qps_depth(const struct qps_ctx_attr *attr, uint64_t bit,
 	return 0;
 }
 
+uint32_t qps_fork_gen;
+static pthread_once_t qps_fork_once = PTHREAD_ONCE_INIT;
+
+/* Single-threaded in the child (only the forking thread exists). */
+static void qps_fork_child(void)
+{
+	qps_fork_gen++;
+}
+
+static void qps_fork_hook(void)
+{
+	/* Cannot fail but for ENOMEM, and then no child can tell apart a
+	 * context of its parent: nothing better to do than go on. */
+	(void)pthread_atfork(NULL, NULL, qps_fork_child);
+}
+
 int qps_ctx_check(const struct qps_ctx *ctx)
 {
-	return ctx ? 0 : -EINVAL;
+	if (!ctx)
+		return -EINVAL;
+	return qps_ctx_forked(ctx) ? -ECHILD : 0;
 }
 
 /* The send path: attr, else $QPS_TX_PATH, else auto; auto is direct
@@ -302,7 +320,7 @@ static int qps_ctx_eps(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 
 	ctx->ept.max = QPS_DEFAULT_MAX_EP;
 	if (attr && (attr->comp_mask & QPS_CTX_ATTR_MAX_EP)) {
-		if (attr->max_ep == 0 || attr->max_ep > 65536)
+		if (attr->max_ep == 0 || attr->max_ep > QPS_MAX_EP)
 			return -EINVAL;
 		ctx->ept.max = attr->max_ep;
 	}
@@ -337,9 +355,11 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	    !attr->provider)
 		return -EINVAL;
 
+	pthread_once(&qps_fork_once, qps_fork_hook);
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
+	ctx->fork_gen = qps_fork_gen;
 	pthread_mutex_init(&ctx->rx.lock, NULL);
 	ctx->event_fd = -1;
 	ctx->ept.eph_next = QPS_EPHEMERAL_LO + (getpid() % 1000);
@@ -423,8 +443,10 @@ int qps_ctx_destroy(struct qps_ctx *ctx)
 
 	if (ret < 0)
 		return ret;
-	qps_stat_stop(ctx);
+	/* Sleepers are woken first; the publisher reads what teardown
+	 * frees, so it stops before that. */
 	qps_ep_release_all(ctx);
+	qps_stat_stop(ctx);
 	qps_db_stop(ctx);
 	qps_tx_poll(ctx, QPS_TXF_CLOSE);
 	qps_ctx_teardown(ctx);

@@ -23,6 +23,7 @@
  */
 #include <arpa/inet.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "demux.h"
 #include "endpoint.h"
@@ -181,15 +182,21 @@ static int qps_bound_score(const struct qps_ep *ep,
 }
 
 /* A subscriber takes the datagram unless its source filter or its
- * connected peer says otherwise. */
-static bool qps_mc_accept(const struct qps_mc_sub *s,
+ * connected peer says otherwise. @i indexes the first of the subscriber's
+ * memberships and is left past its last (they are adjacent, demux.h). */
+static bool qps_mc_accept(const struct qps_mc_rule *r, uint32_t *i,
 			  const struct qps_frame_hdr *h)
 {
+	const struct qps_ep *ep = r->s[*i].ep;
 	const struct qps_conn *c;
+	bool src_ok = false;
 
-	if (s->source != INADDR_ANY && s->source != h->saddr)
+	for (; *i < r->n && r->s[*i].ep == ep; (*i)++)
+		src_ok |= r->s[*i].source == INADDR_ANY ||
+			  r->s[*i].source == h->saddr;
+	if (!src_ok)
 		return false;
-	c = QPS_RCU_LOAD(s->ep->conn);
+	c = QPS_RCU_LOAD(ep->conn);
 	return !c || (c->saddr == h->saddr && c->sport == h->sport);
 }
 
@@ -197,7 +204,7 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 			    const struct qps_frame_info *fi, uint64_t *ts)
 {
 	const struct qps_mc_rule *r;
-	uint32_t i, hit = 0, queued = 0;
+	uint32_t i = 0, hit = 0, queued = 0;
 
 	/* Pairs with QPS_RCU_STORE of ctx->dmx.mc_tab (mcast.c). */
 	r = qps_mc_lookup(QPS_RCU_LOAD(ctx->dmx.mc_tab), fi->hdr.daddr,
@@ -206,9 +213,9 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 		ctx->st->rx_no_endpoint++;
 		return;
 	}
-	if (r->n == 1) {
+	if (r->neps == 1) {
 		/* Early demux: the rule carries its only subscriber. */
-		if (qps_mc_accept(&r->s[0], &fi->hdr)) {
+		if (qps_mc_accept(r, &i, &fi->hdr)) {
 			qps_rxq_push_locked(r->s[0].ep, buf, fi, ts);
 			ctx->st->rx_demux_early++;
 		} else {
@@ -218,14 +225,16 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 		}
 		return;
 	}
-	for (i = 0; i < r->n; i++) {
-		if (!qps_mc_accept(&r->s[i], &fi->hdr)) {
+	while (i < r->n) {
+		struct qps_ep *ep = r->s[i].ep;
+
+		if (!qps_mc_accept(r, &i, &fi->hdr)) {
 			ctx->st->rx_mc_filtered++;
-			r->s[i].ep->sb->rx_filtered++;
+			ep->sb->rx_filtered++;
 			continue;
 		}
 		hit++;
-		queued += qps_rxq_push_locked(r->s[i].ep, buf, fi, ts);
+		queued += qps_rxq_push_locked(ep, buf, fi, ts);
 	}
 	if (hit) {
 		ctx->st->rx_demux_fanout++;
@@ -319,6 +328,19 @@ void qps_demux_prefetch(struct qps_ctx *ctx, const struct qps_frame_info *fi,
 		__builtin_prefetch(c);
 }
 
+/* Limited broadcast, or a directed (subnet) broadcast: a frame to the
+ * Ethernet broadcast address that is not addressed to us. */
+static bool qps_is_bcast(const struct qps_ctx *ctx,
+			 const struct qps_frame_hdr *h)
+{
+	static const uint8_t ff[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+	if (h->daddr == htonl(INADDR_BROADCAST))
+		return true;
+	return h->daddr != ctx->info.addr.s_addr &&
+	       !memcmp(h->dst_mac, ff, sizeof(ff));
+}
+
 void qps_demux(struct qps_ctx *ctx, uint32_t buf,
 	       const struct qps_frame_info *fi)
 {
@@ -327,7 +349,7 @@ void qps_demux(struct qps_ctx *ctx, uint32_t buf,
 
 	if (IN_MULTICAST(daddr))
 		qps_demux_mcast(ctx, buf, fi, &ts);
-	else if (daddr == INADDR_BROADCAST)
+	else if (qps_is_bcast(ctx, &fi->hdr))
 		qps_demux_bcast(ctx, buf, fi, &ts);
 	else
 		qps_demux_ucast(ctx, buf, fi, &ts);

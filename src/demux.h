@@ -59,8 +59,9 @@ void qps_epoch_sync(struct qps_epoch *e, unsigned int n);
 void qps_retire(struct qps_ctx *ctx, void *p);
 void qps_retire_flush(struct qps_ctx *ctx);
 
-/* A multicast subscriber: one endpoint membership; @source is INADDR_ANY
- * for an any-source join, else the only source it accepts. */
+/* A multicast membership: @source is INADDR_ANY for an any-source join,
+ * else one source the endpoint accepts. An endpoint joined to several
+ * sources of a group has one entry per source, next to each other. */
 struct qps_mc_sub {
 	struct qps_ep *ep;
 	uint32_t source;
@@ -70,13 +71,15 @@ struct qps_mc_sub {
  * One version of the steering rule of a (group, UDP port): the device rule
  * and its subscribers. Immutable once published: join and leave publish a
  * new version into the same table slot and retire the old one, so the
- * receive path reads the key, the count and the first subscriber from one
- * cache line (allocations are 64-byte aligned).
+ * receive path reads the key, the counts and the first subscriber from one
+ * cache line (allocations are 64-byte aligned). One subscriber (@neps 1)
+ * takes the early path whatever number of sources it joined.
  */
 struct qps_mc_rule {
 	uint32_t group;			/* network order */
 	uint16_t port;			/* network order */
-	uint32_t n;			/* subscribers, >= 1 */
+	uint32_t n;			/* memberships (s[]), >= 1 */
+	uint32_t neps;			/* subscribers: distinct s[].ep */
 	struct qps_flow *flow;		/* carried across versions; writers only */
 	struct qps_mc_sub s[];
 };

@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -30,7 +31,7 @@ int qps_ep_check(struct qps_ep *ep)
 	/* Acquire: pairs with the release in qps_ep_set_state(). */
 	if (!ep || __atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) != QPS_EP_OPEN)
 		return -EBADF;
-	return 0;
+	return qps_ctx_forked(ep->ctx) ? -ECHILD : 0;
 }
 
 /* Written under ctl_lock (and rx.lock when closing); read without a lock
@@ -67,19 +68,59 @@ static bool qps_port_conflict(struct qps_ctx *ctx, const struct qps_ep *ep,
 		if (o->local.sin_addr.s_addr != INADDR_ANY &&
 		    addr != INADDR_ANY && o->local.sin_addr.s_addr != addr)
 			continue;
-		if (!(o->reuseaddr && ep->reuseaddr))
+		if (!(o->reuseaddr && ep->reuseaddr) &&
+		    !(o->reuseport && ep->reuseport))
 			return true;
 	}
 	return false;
+}
+
+/*
+ * On a device the host's stack also serves, the port is held there first
+ * (provider.h hold_port): then the kernel's table, which every process
+ * and kernel socket shares, decides conflicts and port 0's ephemeral
+ * choice, and our own table only agrees with it.
+ */
+static int qps_ep_hold_port(struct qps_ep *ep, uint32_t addr, uint16_t *port)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	/* A wildcard endpoint receives what reaches the context's address
+	 * (and groups and broadcast, for which the kernel sends no ICMP):
+	 * that is the port it holds, which the host's other addresses may
+	 * still use, as for a kernel socket bound to it. */
+	struct in_addr a = { .s_addr = addr == INADDR_ANY ?
+				       ctx->info.addr.s_addr : addr };
+	unsigned int flags = (ep->reuseaddr ? QPS_HOLD_REUSEADDR : 0) |
+			     (ep->reuseport ? QPS_HOLD_REUSEPORT : 0);
+	int fd = ctx->ops->hold_port(ctx->dev, a, port, flags);
+
+	if (fd == -EOPNOTSUPP)
+		return 0;
+	if (fd < 0)
+		return fd;
+	ep->kfd = fd;
+	return 0;
+}
+
+static void qps_ep_release_port(struct qps_ep *ep)
+{
+	if (ep->kfd >= 0)
+		close(ep->kfd);
+	ep->kfd = -1;
 }
 
 static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	uint32_t span = QPS_EPHEMERAL_HI - QPS_EPHEMERAL_LO + 1;
+	int ret;
 
 	if (ep->bound)
 		return -EINVAL;
+	/* Port 0 is then the kernel's choice, already made. */
+	ret = qps_ep_hold_port(ep, addr, &port);
+	if (ret < 0)
+		return ret;
 	if (port == 0) {
 		uint32_t i;
 
@@ -96,6 +137,9 @@ static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 		if (port == 0)
 			return -EADDRINUSE;
 	} else if (qps_port_conflict(ctx, ep, addr, port)) {
+		/* The kernel may let share what our table does not (a
+		 * REUSEADDR and a REUSEPORT endpoint, say). */
+		qps_ep_release_port(ep);
 		return -EADDRINUSE;
 	}
 	ep->local.sin_family = AF_INET;
@@ -114,6 +158,7 @@ static void qps_unbind_locked(struct qps_ep *ep)
 	if (!ep->bound)
 		return;
 	qps_bind_unlink_locked(ep);
+	qps_ep_release_port(ep);
 	__atomic_store_n(&ep->bound, false, __ATOMIC_RELAXED);
 }
 
@@ -209,6 +254,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	ep->sb = sb;
 	ep->ctx = ctx;
 	ep->efd = ep->epfd = -1;
+	ep->kfd = -1;
 	ep->rxq_cap = ctx->rx.depth;
 	ep->rcvbuf = ctx->rx.depth;
 	ep->rxq = calloc(ep->rxq_cap, sizeof(*ep->rxq));
@@ -232,9 +278,17 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	struct qps_ctx *ctx = ep->ctx;
 
 	/* Receive calls check the state under rx.lock: none of them
-	 * touches the queue after this. */
+	 * touches the queue after this. Those asleep are woken and leave
+	 * with -EBADF; the descriptors they poll stay until they are out
+	 * (they take only rx.lock to leave, not the locks we hold). */
 	pthread_mutex_lock(&ctx->rx.lock);
 	qps_ep_set_state(ep, QPS_EP_CLOSED);
+	qps_ep_wake_locked(ep);
+	while (ep->waiters) {
+		pthread_mutex_unlock(&ctx->rx.lock);
+		sched_yield();
+		pthread_mutex_lock(&ctx->rx.lock);
+	}
 	pthread_mutex_unlock(&ctx->rx.lock);
 
 	qps_mcast_leave_all_locked(ep);
@@ -373,12 +427,8 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 			ep->peer.sin_family = AF_INET;
 			ep->peer.sin_addr = sin->sin_addr;
 			ep->peer.sin_port = sin->sin_port;
-			/* Release: pairs with the acquire in tx.c's peer
-			 * MAC lookup (senders on other queues store too). */
-			__atomic_store_n(&ep->peer_mac48, qps_mac48_pack(mac),
-					 __ATOMIC_RELAXED);
-			__atomic_store_n(&ep->peer_route_gen, gen,
-					 __ATOMIC_RELEASE);
+			/* A new peer: its MAC replaces any newer one. */
+			qps_ep_peer_mac_store(ep, gen, mac, true);
 			/* A new destination: the next send picks its QP
 			 * again (a reconnect counts as a reset). */
 			if (ep->connected)
@@ -400,6 +450,70 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 	}
 	qps_sq_unlock_all(ctx);
 	return ret;
+}
+
+/*
+ * Senders on different send queues may refresh the peer's MAC at once
+ * (tx.c); two plain stores each could interleave into the old MAC under
+ * the new generation. Under peer_lock the pair is one update, and an
+ * older generation never replaces a newer one, so a slow resolver cannot
+ * undo a fresh one. Nothing blocks inside: the resolution is done before.
+ */
+void qps_ep_peer_mac_store(struct qps_ep *ep, uint64_t gen,
+			   const uint8_t mac[6], bool force)
+{
+	/* Acquire: pairs with the release at the end (the previous holder's
+	 * stores are seen). */
+	while (__atomic_exchange_n(&ep->peer_lock, 1, __ATOMIC_ACQUIRE))
+		qps_cpu_relax();
+	if (force ||
+	    __atomic_load_n(&ep->peer_route_gen, __ATOMIC_RELAXED) < gen) {
+		__atomic_store_n(&ep->peer_mac48, qps_mac48_pack(mac),
+				 __ATOMIC_RELAXED);
+		/* Release: pairs with the acquire in qps_ep_peer_mac_load. */
+		__atomic_store_n(&ep->peer_route_gen, gen, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&ep->peer_lock, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * The MAC resolved under @gen, if that is what is published. A store that
+ * overlaps the read can only bring a MAC resolved later (stores are
+ * ordered by generation), which is as good for @gen.
+ */
+bool qps_ep_peer_mac_load(struct qps_ep *ep, uint64_t gen, uint8_t mac[6])
+{
+	/* Acquire: pairs with the release in qps_ep_peer_mac_store. */
+	if (__atomic_load_n(&ep->peer_route_gen, __ATOMIC_ACQUIRE) != gen)
+		return false;
+	qps_mac48_unpack(__atomic_load_n(&ep->peer_mac48, __ATOMIC_RELAXED),
+			 mac);
+	return true;
+}
+
+int qps_shutdown(struct qps_ep *ep, int how)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_ctx *ctx;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	ctx = ep->ctx;
+	pthread_mutex_lock(&ctx->rx.lock);
+	if (how != SHUT_WR) {
+		ep->rd_shut = true;
+		qps_ep_wake_locked(ep);
+	}
+	/* Read by senders without a lock (qps_tx_check). */
+	if (how != SHUT_RD)
+		__atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ctx->rx.lock);
+	/* Linux answers an unconnected datagram socket so, after doing it:
+	 * that is how a receiving thread is usually woken. */
+	return ep->connected ? 0 : -ENOTCONN;
 }
 
 static int qps_sin_out(const struct sockaddr_in *sin, struct sockaddr *addr,
@@ -426,6 +540,10 @@ int qps_getsockname(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len)
 		sin.sin_port = ep->local.sin_port;
 		sin.sin_addr = ep->local.sin_addr;
 	}
+	/* As Linux: a wildcard-bound endpoint that connects takes the source
+	 * address its datagrams leave with, until it disconnects. */
+	if (ep->connected && sin.sin_addr.s_addr == INADDR_ANY)
+		sin.sin_addr = ep->ctx->info.addr;
 	return qps_sin_out(&sin, addr, len);
 }
 
@@ -463,6 +581,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_NONBLOCK:
 	case QPS_OPT_RCVBUF:
 	case QPS_OPT_REUSEADDR:
+	case QPS_OPT_REUSEPORT:
 	case QPS_OPT_PRIORITY:
 	case QPS_OPT_RCVTIMEO:
 	case QPS_OPT_SNDTIMEO:
@@ -490,6 +609,9 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		break;
 	case QPS_OPT_REUSEADDR:
 		ep->reuseaddr = v != 0;
+		break;
+	case QPS_OPT_REUSEPORT:
+		ep->reuseport = v != 0;
 		break;
 	case QPS_OPT_PRIORITY:
 		if (v < 0 || v > 15)
@@ -541,6 +663,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		break;
 	case QPS_OPT_REUSEADDR:
 		v = ep->reuseaddr;
+		break;
+	case QPS_OPT_REUSEPORT:
+		v = ep->reuseport;
 		break;
 	case QPS_OPT_PRIORITY:
 		v = ep->priority;

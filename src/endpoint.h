@@ -16,6 +16,7 @@
 #include "txq_select.h"
 
 #define QPS_DEFAULT_MAX_EP 1024
+#define QPS_MAX_EP 65536u	/* the largest max_ep */
 #define QPS_EPHEMERAL_LO 32768
 #define QPS_EPHEMERAL_HI 60999
 
@@ -57,6 +58,10 @@ struct qps_ep {
 
 	bool nonblock;
 	bool reuseaddr;
+	bool reuseport;
+	/* The kernel socket holding the bound port on the host's stack
+	 * (provider.h hold_port), or -1. Under ctl_lock. */
+	int kfd;
 	bool pktinfo;
 	bool bound;
 	bool connected;
@@ -72,11 +77,12 @@ struct qps_ep {
 	struct sockaddr_in local;
 	struct sockaddr_in peer;
 	/* The peer's MAC (6 bytes in the low 48 bits) and the route
-	 * generation it was resolved under. Senders on different send queues
-	 * may refresh them at once: both atomic, generation stored last
-	 * (release) and loaded first (acquire), see tx.c. */
+	 * generation it was resolved under, published as one update by
+	 * qps_ep_peer_mac_store (under peer_lock) and read without a lock
+	 * by qps_ep_peer_mac_load. */
 	uint64_t peer_mac48;
 	uint64_t peer_route_gen;
+	uint8_t peer_lock;
 	/* Send-QP selection (txq_select.h): the cached pick of a connected
 	 * endpoint and the 4-tuple it hashes. */
 	struct qps_txq_cache txq_cache;
@@ -91,6 +97,11 @@ struct qps_ep {
 	uint64_t *rxts;		/* receive timestamps, allocated by PKTINFO */
 	bool efd_armed;		/* someone may wait on efd: signal it */
 	bool efd_on;		/* efd is signalled */
+	/* Threads asleep in a receive on this endpoint: close waits for
+	 * them to leave before the descriptors they poll go away. */
+	uint32_t waiters;
+	bool rd_shut;		/* qps_shutdown(SHUT_RD): receives end */
+	bool wr_shut;		/* qps_shutdown(SHUT_WR): sends refused */
 
 	int efd;		/* eventfd: readable while rxq is non-empty */
 	int epfd;		/* epoll set {efd, device event fd} */
@@ -129,5 +140,10 @@ int qps_sin_check(const struct sockaddr *addr, socklen_t len,
 		  const struct sockaddr_in **sin_out);
 int qps_ep_autobind(struct qps_ep *ep);
 void qps_ep_release_all(struct qps_ctx *ctx);
+
+/* endpoint.c: the connected peer's MAC, see struct qps_ep. */
+void qps_ep_peer_mac_store(struct qps_ep *ep, uint64_t gen,
+			   const uint8_t mac[6], bool force);
+bool qps_ep_peer_mac_load(struct qps_ep *ep, uint64_t gen, uint8_t mac[6]);
 
 #endif /* QPS_ENDPOINT_H */

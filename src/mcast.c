@@ -301,6 +301,8 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 	uint16_t port = ep->local.sin_port;
 	struct qps_mc_rule *old, *r;
 	int64_t idx = qps_mc_find(ctx->dmx.mc_tab, group, port);
+	uint32_t i, at;
+	bool found;
 
 	if (idx < 0) {
 		int ret = qps_mc_tab_reserve(ctx);
@@ -318,6 +320,7 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 			return qps_mc_dev_err(ret);
 		}
 		r->n = 1;
+		r->neps = 1;
 		r->s[0].ep = ep;
 		r->s[0].source = source;
 		/* Frames the rule steers before this store find no rule and
@@ -330,14 +333,46 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 	r = qps_mc_rule_new(old->n + 1);
 	if (!r)
 		return -ENOMEM;
-	memcpy(r, old, sizeof(*r) + old->n * sizeof(old->s[0]));
-	r->s[r->n].ep = ep;
-	r->s[r->n].source = source;
-	r->n++;
+	/* After the endpoint's other sources, if any: the receive path
+	 * decides per endpoint by walking one run of entries. */
+	at = old->n;
+	found = false;
+	for (i = 0; i < old->n; i++) {
+		if (old->s[i].ep == ep) {
+			at = i + 1;
+			found = true;
+		}
+	}
+	memcpy(r, old, sizeof(*r) + at * sizeof(old->s[0]));
+	r->s[at].ep = ep;
+	r->s[at].source = source;
+	memcpy(&r->s[at + 1], &old->s[at], (old->n - at) * sizeof(old->s[0]));
+	r->n = old->n + 1;
+	r->neps = old->neps + !found;
 	/* Release (seq-cst): the new version replaces the old in place. */
 	QPS_RCU_STORE(ctx->dmx.mc_tab->slot[idx], r);
 	qps_retire(ctx, old);
 	return 0;
+}
+
+/* Copy @from's memberships but (@ep, @source) into @to, keeping each
+ * endpoint's entries together; @to may be @from. */
+static void qps_mc_sub_remove(struct qps_mc_rule *to,
+			      const struct qps_mc_rule *from,
+			      const struct qps_ep *ep, uint32_t source)
+{
+	uint32_t i, j, n = from->n, kept = 0;
+
+	for (i = 0, j = 0; i < n; i++) {
+		if (from->s[i].ep == ep && from->s[i].source == source)
+			continue;
+		if (from->s[i].ep == ep)
+			kept++;
+		to->s[j++] = from->s[i];
+	}
+	if (j < n && !kept)
+		to->neps = from->neps - 1;
+	to->n = j;
 }
 
 static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
@@ -346,7 +381,6 @@ static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 	struct qps_mc_tab *t = ctx->dmx.mc_tab;
 	int64_t idx = qps_mc_find(t, group, ep->local.sin_port);
 	struct qps_mc_rule *old, *r;
-	uint32_t i, j;
 
 	if (idx < 0)
 		return;
@@ -368,24 +402,12 @@ static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 		/* No memory for a new version: edit this one with the
 		 * receive path stopped (it reads only under rx.lock). */
 		pthread_mutex_lock(&ctx->rx.lock);
-		for (i = 0; i < old->n; i++)
-			if (old->s[i].ep == ep && old->s[i].source == source)
-				break;
-		if (i < old->n) {
-			old->s[i] = old->s[old->n - 1];
-			old->n--;
-		}
+		qps_mc_sub_remove(old, old, ep, source);
 		pthread_mutex_unlock(&ctx->rx.lock);
 		return;
 	}
 	memcpy(r, old, sizeof(*r));
-	r->n = 0;
-	for (i = 0, j = 0; i < old->n; i++) {
-		if (old->s[i].ep == ep && old->s[i].source == source)
-			continue;
-		r->s[j++] = old->s[i];
-	}
-	r->n = j;
+	qps_mc_sub_remove(r, old, ep, source);
 	QPS_RCU_STORE(t->slot[idx], r);
 	qps_retire(ctx, old);
 }

@@ -89,7 +89,8 @@ static inline uint64_t qps_mpsc_used(uint64_t head, uint64_t cons)
  * than @n cells are free, -EINVAL for n == 0 or n > capacity. Every claim
  * must be followed by qps_mpsc_publish() of the same cells.
  */
-static inline int qps_mpsc_claim(struct qps_mpsc *r, uint32_t n, uint64_t *pos)
+static inline int qps_mpsc_claim_mo(struct qps_mpsc *r, uint32_t n,
+				    uint64_t *pos, memory_order mo)
 {
 	uint64_t h;
 
@@ -118,14 +119,20 @@ static inline int qps_mpsc_claim(struct qps_mpsc *r, uint32_t n, uint64_t *pos)
 			atomic_store_explicit(&r->cons_cache, c,
 					      memory_order_release);
 		}
-		/* Relaxed: the claim orders nothing; readiness is per cell. */
+		/* Relaxed unless the caller orders it (@mo): readiness is
+		 * per cell. */
 		if (atomic_compare_exchange_weak_explicit(&r->head, &h, h + n,
-							  memory_order_relaxed,
+							  mo,
 							  memory_order_relaxed))
 			break;
 	}
 	*pos = h;
 	return 0;
+}
+
+static inline int qps_mpsc_claim(struct qps_mpsc *r, uint32_t n, uint64_t *pos)
+{
+	return qps_mpsc_claim_mo(r, n, pos, memory_order_relaxed);
 }
 
 /*
@@ -221,14 +228,21 @@ static inline uint32_t qps_mpsc_peek(struct qps_mpsc *r, void **items,
 
 /* qps_mpsc_ready - consumer: whether the item @k places after the head
  * is published, i.e. a peek would return it now (k < capacity). */
-static inline bool qps_mpsc_ready(struct qps_mpsc *r, uint32_t k)
+static inline bool qps_mpsc_ready_mo(struct qps_mpsc *r, uint32_t k,
+				     memory_order mo)
 {
 	uint64_t c = atomic_load_explicit(&r->cons, memory_order_relaxed) + k;
 
-	/* Acquire: pairs with the publish, as in qps_mpsc_peek(). */
+	/* Acquire (at least): pairs with the publish, as in
+	 * qps_mpsc_peek(). */
 	return k < r->cap &&
-	       atomic_load_explicit(&r->cells[c & r->mask].seq,
-				    memory_order_acquire) == (uint32_t)c;
+	       atomic_load_explicit(&r->cells[c & r->mask].seq, mo) ==
+	       (uint32_t)c;
+}
+
+static inline bool qps_mpsc_ready(struct qps_mpsc *r, uint32_t k)
+{
+	return qps_mpsc_ready_mo(r, k, memory_order_acquire);
 }
 
 /* qps_mpsc_consume - consumer: remove @n items that qps_mpsc_peek() just
@@ -259,13 +273,19 @@ static inline uint32_t qps_mpsc_dequeue_burst(struct qps_mpsc *r, void **items,
  * qps_mpsc_count - items claimed and not yet consumed (published or not).
  * Exact when no thread is running on the ring, a snapshot otherwise.
  */
-static inline uint32_t qps_mpsc_count(const struct qps_mpsc *r)
+static inline uint32_t qps_mpsc_count_mo(const struct qps_mpsc *r,
+					 memory_order mo)
 {
-	uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&r->head, mo);
 	uint64_t c = atomic_load_explicit(&r->cons, memory_order_relaxed);
 	uint64_t used = qps_mpsc_used(h, c);
 
 	return used > r->cap ? r->cap : (uint32_t)used;
+}
+
+static inline uint32_t qps_mpsc_count(const struct qps_mpsc *r)
+{
+	return qps_mpsc_count_mo(r, memory_order_relaxed);
 }
 
 static inline bool qps_mpsc_empty(const struct qps_mpsc *r)

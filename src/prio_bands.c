@@ -123,10 +123,21 @@ static bool qps_prio_backlog(struct qps_prio *b)
 {
 	int i;
 
+	/*
+	 * Seq_cst, both loads: a producer that found MISSED set wrote no
+	 * word, only claimed (seq_cst) and published (seq_cst) before its
+	 * look at the word, which precedes our exchange that cleared MISSED
+	 * and so these loads in the single total order; they see its item,
+	 * which its own next send must not bypass. A relaxed head could be
+	 * older than that claim (tests/model/prio_owner.pml,
+	 * MUT_RELAXED_BACKLOG).
+	 */
 	for (i = 0; i < QPS_PRIO_BANDS; i++) {
-		uint32_t n = qps_mpsc_count(&b->ring[i]);
+		uint32_t n = qps_mpsc_count_mo(&b->ring[i],
+					       memory_order_seq_cst);
 
-		if (n > 1 || (n == 1 && qps_mpsc_ready(&b->ring[i], 0)))
+		if (n > 1 || (n == 1 && qps_mpsc_ready_mo(&b->ring[i], 0,
+							  memory_order_seq_cst)))
 			return true;
 	}
 	return false;
@@ -177,16 +188,20 @@ static uint32_t qps_prio_drain(struct qps_prio *b, bool *stopped)
 {
 	void *items[QPS_PRIO_BURST_MAX];
 	uint32_t total = 0, n = 0;
+	bool more = false;
 	int band;
 
 	*stopped = true;
 	for (;;) {
 		uint32_t k;
-		bool more;
 		int ret;
 
-		if (atomic_load_explicit(&b->paused, memory_order_relaxed))
+		if (atomic_load_explicit(&b->paused, memory_order_relaxed)) {
+			/* The last post promised another: take it back. */
+			if (more)
+				b->post(b->arg, items, 0, false);
 			return total;
+		}
 		for (band = 0; band < QPS_PRIO_BANDS; band++) {
 			n = qps_mpsc_peek(&b->ring[band], items, NULL,
 					  b->burst);
@@ -347,7 +362,10 @@ static int qps_prio_push(struct qps_prio *b, int band, void *item,
 	uint64_t pos;
 	int ret;
 
-	ret = qps_mpsc_claim(r, 1, &pos);
+	/* With @sc the claim too is seq_cst: qps_prio_backlog() must see
+	 * it (an RMW: a locked instruction on x86 either way). */
+	ret = qps_mpsc_claim_mo(r, 1, &pos, sc ? memory_order_seq_cst :
+						 memory_order_relaxed);
 	if (ret < 0)
 		return ret;
 	qps_mpsc_publish_mo(r, pos, &item, &bytes, 1,

@@ -44,13 +44,15 @@
 extern const uint8_t qps_prio2band[QPS_PRIO_MAX + 1];
 
 /*
- * Post callback: hand @n (>= 1) items, in order, to the device. Returns
- * how many it took from the front (0..n) or -errno. Taking fewer than @n
- * (QP full, error) ends the drain and leaves the rest queued at the head
- * of their band, in order. @more (the doorbell hint): another published
- * item is waiting, so another post follows at once unless this one takes
- * fewer than @n or the transmitter is paused. Called only by the current
- * owner, so never concurrently.
+ * Post callback: hand @n items, in order, to the device. Returns how many
+ * it took from the front (0..n) or -errno. Taking fewer than @n (QP full,
+ * error) ends the drain and leaves the rest queued at the head of their
+ * band, in order: the callback rings what it took. @more (the doorbell
+ * hint): another published item is waiting and another post follows at
+ * once. If the transmitter is paused before that post, the owner calls
+ * the callback once more with @n 0 and @more false (no items, only "none
+ * follows"), so a doorbell is never left waiting. Called only by the
+ * current owner, so never concurrently.
  */
 typedef int (*qps_prio_post_fn)(void *arg, void **items, unsigned int n,
 				bool more);

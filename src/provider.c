@@ -19,7 +19,7 @@
 
 /* Every field after @name is an op of pointer size; a new op must get a
  * stub in qps_provider_fill, and this count must change with it. */
-#define QPS_PROVIDER_NUM_OPS 31
+#define QPS_PROVIDER_NUM_OPS 32
 _Static_assert(sizeof(struct qps_provider_ops) ==
 	       offsetof(struct qps_provider_ops, open) +
 	       QPS_PROVIDER_NUM_OPS * sizeof(void (*)(void)),
@@ -228,6 +228,17 @@ static int stub_qp_mcast(struct qps_qp *qp, const union ibv_gid *gid,
 	return -EOPNOTSUPP;
 }
 
+/* Not the host's device: the core's port table is the only one. */
+static int stub_hold_port(struct qps_dev *dev, struct in_addr addr,
+			  uint16_t *port, unsigned int flags)
+{
+	(void)dev;
+	(void)addr;
+	(void)port;
+	(void)flags;
+	return -EOPNOTSUPP;
+}
+
 int qps_provider_fill(const struct qps_provider_ops *raw,
 		      struct qps_provider_ops *out)
 {
@@ -283,6 +294,7 @@ int qps_provider_fill(const struct qps_provider_ops *raw,
 	QPS_FILL(destroy_ah, stub_destroy_ah);
 	QPS_FILL(attach_mcast, stub_qp_mcast);
 	QPS_FILL(detach_mcast, stub_qp_mcast);
+	QPS_FILL(hold_port, stub_hold_port);
 #undef QPS_FILL
 	return 0;
 }

@@ -233,7 +233,8 @@ struct qps_provider_ops {
 	int (*resolve)(struct qps_dev *dev, struct in_addr dst,
 		       uint8_t mac_out[6]);
 	/* Changes when any resolution may have changed (port left, address
-	 * moved): cached destinations are stale once it differs. */
+	 * moved): cached destinations are stale once it differs. It only
+	 * grows: a larger value is a newer state. */
 	uint64_t (*route_gen)(struct qps_dev *dev);
 
 	/*
@@ -266,7 +267,25 @@ struct qps_provider_ops {
 			    uint16_t lid);
 	int (*detach_mcast)(struct qps_qp *qp, const union ibv_gid *gid,
 			    uint16_t lid);
+
+	/*
+	 * The host's own IP stack (a provider whose device is a netdev the
+	 * kernel also serves: packet, verbs on a RoCE port). Hold UDP
+	 * @addr:*@port (network order; *@port 0: the kernel's ephemeral
+	 * choice, written back) in the kernel's port table, as the kernel
+	 * socket behind the endpoint: the kernel then neither answers the
+	 * port with ICMP port-unreachable nor gives it to another socket.
+	 * The socket receives nothing. Returns its descriptor (the core
+	 * closes it to release the port), -EADDRINUSE, or -EOPNOTSUPP where
+	 * the device is not the host's (emu): the core's table alone holds
+	 * the port then. @flags: QPS_HOLD_REUSEADDR, QPS_HOLD_REUSEPORT.
+	 */
+	int (*hold_port)(struct qps_dev *dev, struct in_addr addr,
+			 uint16_t *port, unsigned int flags);
 };
+
+#define QPS_HOLD_REUSEADDR (1u << 0)	/* SO_REUSEADDR */
+#define QPS_HOLD_REUSEPORT (1u << 1)	/* SO_REUSEPORT */
 
 /* In-tree providers; a provider not built is simply absent. */
 extern const struct qps_provider_ops qps_emu_ops;

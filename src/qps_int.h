@@ -104,6 +104,7 @@ struct qps_sq_path;	/* sq_path.h */
 struct qps_ctx {
 	struct qps_dev *dev;
 	const struct qps_provider_ops *ops;
+	uint32_t fork_gen;		/* qps_fork_gen at creation */
 	struct qps_dev_info info;
 	char provider[16];
 	uint32_t max_payload;
@@ -151,6 +152,16 @@ struct qps_ctx {
 };
 
 /* context.c */
+/* Bumped in a child after fork(): a context made before belongs to the
+ * parent (its device state, its threads, its locks' holders), and every
+ * call on it or its endpoints from the child returns -ECHILD. */
+extern uint32_t qps_fork_gen;
+
+static inline bool qps_ctx_forked(const struct qps_ctx *ctx)
+{
+	return ctx->fork_gen != qps_fork_gen;
+}
+
 int qps_ctx_check(const struct qps_ctx *ctx);
 
 /* sq.c: every send queue's lock, in index order (connect, close: what

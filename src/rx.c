@@ -118,6 +118,11 @@ void qps_rx_fini(struct qps_ctx *ctx)
 	ctx->ctl_init = false;
 }
 
+/* A buffer is held by the poller and by up to every endpoint at once. */
+_Static_assert((uint64_t)QPS_MAX_EP + 1 <
+		       1ull << (8 * sizeof(((struct qps_rx *)0)->ref[0])),
+	       "rx.ref cannot count every endpoint holding one buffer");
+
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 {
 	if (--ctx->rx.ref[buf])
@@ -174,6 +179,20 @@ static void qps_ep_unsignal(struct qps_ep *ep)
 	ep->efd_on = false;
 	if (read(ep->efd, &v, sizeof(v)) < 0) {
 		/* Already zero: nothing was pending. */
+	}
+}
+
+/* Wake every thread asleep on @ep (close, shutdown): efd stays readable
+ * until a pop empties the queue, and they do not pop. */
+void qps_ep_wake_locked(struct qps_ep *ep)
+{
+	uint64_t one = 1;
+
+	if (ep->efd < 0 || ep->efd_on)
+		return;
+	ep->efd_on = true;
+	if (write(ep->efd, &one, sizeof(one)) < 0) {
+		/* Counter saturated: the fd is readable anyway. */
 	}
 }
 
@@ -526,12 +545,46 @@ static int64_t qps_ms_left(const struct timespec *deadline)
 	       (deadline->tv_nsec - now.tv_nsec) / 1000000;
 }
 
+/*
+ * Sleep until @ep's descriptors say something may have changed, for at
+ * most @timeout ms (-1: no limit). Counted in ep->waiters meanwhile, so
+ * close keeps the descriptors until we are out, and then we only take
+ * rx.lock to leave: close holds the send queues' locks while it waits.
+ * -EBADF: closed meanwhile; -EINTR: a signal handler ran.
+ */
+static int qps_rx_sleep(struct qps_ep *ep, int timeout)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	struct pollfd pfd;
+	int pr, ret = 0;
+
+	pthread_mutex_lock(&ctx->rx.lock);
+	if (qps_ep_check(ep) < 0) {
+		pthread_mutex_unlock(&ctx->rx.lock);
+		return -EBADF;
+	}
+	ep->waiters++;
+	pfd.fd = ep->epfd;
+	pfd.events = POLLIN;
+	pthread_mutex_unlock(&ctx->rx.lock);
+
+	pr = poll(&pfd, 1, timeout);
+	if (pr < 0 && errno == EINTR)
+		ret = -EINTR;
+
+	pthread_mutex_lock(&ctx->rx.lock);
+	ep->waiters--;
+	if (qps_ep_check(ep) < 0)
+		ret = -EBADF;
+	pthread_mutex_unlock(&ctx->rx.lock);
+	return ret;
+}
+
 static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 			   const struct qps_rx_out *o)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct timespec deadline;
-	struct pollfd pfd;
 	ssize_t ret;
 	bool dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
 	/* Read once: the deadline and its checks must agree even if the
@@ -557,6 +610,8 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 		pthread_mutex_lock(&ctx->rx.lock);
 		if (qps_ep_check(ep) < 0) {
 			ret = -EBADF;
+		} else if (ep->rd_shut && !ep->rxq_count) {
+			ret = 0;	/* as recv(2) after shutdown(SHUT_RD) */
 		} else {
 			if (!ep->rxq_count)
 				qps_rx_progress_locked(ctx);
@@ -589,9 +644,9 @@ static ssize_t qps_rx_recv(struct qps_ep *ep, int flags,
 		/* Without a completion channel nothing wakes us: poll. */
 		if (ctx->event_fd < 0 && (timeout < 0 || timeout > 1))
 			timeout = 1;
-		pfd.fd = ep->epfd;
-		pfd.events = POLLIN;
-		poll(&pfd, 1, timeout);
+		ret = qps_rx_sleep(ep, timeout);
+		if (ret < 0)
+			return ret;
 	}
 }
 

@@ -40,7 +40,7 @@ struct qps_rx {
 	uint8_t *buf;
 	bool buf_dev;			/* from ops->alloc_buf */
 	struct qps_mr *mr;
-	uint16_t *ref;			/* endpoints holding each buffer */
+	uint32_t *ref;			/* endpoints holding each buffer */
 	struct qps_epoch epoch;		/* the poller's reader slot */
 	bool cq_armed;			/* req_notify_cq since the last drain */
 	bool cq_arm_always;		/* an fd was handed out: keep armed */
@@ -58,5 +58,6 @@ void qps_rxq_drain_locked(struct qps_ep *ep);
 bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts);
 void qps_ep_arm_locked(struct qps_ep *ep);
+void qps_ep_wake_locked(struct qps_ep *ep);
 
 #endif /* QPS_RX_H */

@@ -270,19 +270,31 @@ static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
 int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 {
 	struct qps_sq *sq = arg;
-	const struct qps_tx_meta *last;
-	uint32_t slot = 0;
+	uint32_t last_flags = 0;
+	const void *last_who = NULL;
 	unsigned int i;
 
 	pthread_mutex_lock(&sq->lock);
 	for (i = 0; i < n; i++) {
-		slot = (uint32_t)((uintptr_t)items[i] - 1);
+		uint32_t slot = (uint32_t)((uintptr_t)items[i] - 1);
+
+		/* Read before the post: a refused frame's slot is freed. */
+		last_flags = sq->meta[slot].flags;
+		last_who = sq->meta[slot].who;
 		qps_tx_post_slot_locked(sq, slot, more || i + 1 < n ||
-					(sq->meta[slot].flags & QPS_TXM_MORE));
+					(last_flags & QPS_TXM_MORE));
 	}
-	last = &sq->meta[slot];
-	if (!more && (last->flags & QPS_TXM_MORE) && last->who != &qps_tx_self)
-		qps_db_defer_locked(sq);
+	/* The WQEs written with the `more` hint are rung here unless a post
+	 * follows, including when the burst's last frame was refused (they
+	 * were written for a doorbell it would have rung) and when @n is 0
+	 * (the owner stopped after a `more`: paused). The sender of a MORE
+	 * tail rings at its own end, or the bounded delay does. */
+	if (!more && sq->unrung) {
+		if (!(last_flags & QPS_TXM_MORE))
+			qps_db_ring_locked(sq, QPS_TXF_SEND);
+		else if (last_who != &qps_tx_self)
+			qps_db_defer_locked(sq);
+	}
 	pthread_mutex_unlock(&sq->lock);
 	return (int)n;
 }
@@ -351,34 +363,20 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
 	return 0;
 }
 
-/*
- * The connected peer's MAC, re-resolved once the route generation moved.
- * Senders on two send queues may refresh it at once (the endpoint's
- * cached pick changed between them): both store the same resolution, the
- * MAC first and the generation last.
- */
+/* The connected peer's MAC, re-resolved once the route generation moved
+ * (senders on other send queues may do the same at once: endpoint.c). */
 static int qps_tx_peer_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
 				  uint64_t gen, uint8_t mac[6])
 {
 	int ret;
 
-	/* Acquire: pairs with the release below (a sender on another send
-	 * queue) and in qps_connect: the MAC stored before the generation
-	 * is the one this generation resolved, or a newer one. */
-	if (__atomic_load_n(&ep->peer_route_gen, __ATOMIC_ACQUIRE) == gen) {
-		qps_mac48_unpack(__atomic_load_n(&ep->peer_mac48,
-						 __ATOMIC_RELAXED), mac);
+	if (qps_ep_peer_mac_load(ep, gen, mac))
 		return 0;
-	}
 	ret = qps_route_resolve(ep->ctx, sq->route, ep->peer.sin_addr.s_addr,
 				mac);
 	if (ret < 0)
 		return ret;
-	__atomic_store_n(&ep->peer_mac48, qps_mac48_pack(mac),
-			 __ATOMIC_RELAXED);
-	/* Release: pairs with the acquire above (this or another sender):
-	 * whoever sees @gen sees this MAC or a newer one. */
-	__atomic_store_n(&ep->peer_route_gen, gen, __ATOMIC_RELEASE);
+	qps_ep_peer_mac_store(ep, gen, mac, false);
 	return 0;
 }
 
@@ -387,6 +385,8 @@ static int qps_tx_peer_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
 static int qps_tx_check(const struct qps_ep *ep, const void *buf, size_t len,
 			const struct sockaddr_in *dst)
 {
+	if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
+		return -EPIPE;
 	if (len > ep->ctx->max_payload)
 		return -EMSGSIZE;
 	if (!buf && len)

@@ -350,6 +350,7 @@ static const struct t_exclusion t_exclusions[] = {
 	{ "verbs", "test_doorbell.c", "cost_model", T_EMU_INTERNALS },
 	{ "verbs", "test_prio_e2e.c", "strict_direct", T_NO_MLX4 },
 	{ "verbs", "test_prio_e2e.c", "full_band_direct", T_NO_MLX4 },
+	{ "verbs", "test_prio_e2e.c", "refused_last_direct", T_NO_MLX4 },
 	{ "verbs", "test_prio_e2e.c", "concurrent_generic", T_NO_DROPS },
 	{ "verbs", "test_prio_e2e.c", "concurrent_direct", T_NO_MLX4 },
 	{ "verbs", "test_txq_e2e.c", "connected_once_generic",

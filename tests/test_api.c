@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define IP_A "198.18.0.1"
@@ -445,17 +446,127 @@ static void test_ep_closed(void)
 	again = mkep(ctx);
 	EQ(qps_bind(again, (struct sockaddr *)&sin, sizeof(sin)), 0);
 
-	/* A stale handle does not act on a newer endpoint. Only checkable
-	 * when the new endpoint got a different handle. */
+	/* A stale handle does not act on a newer endpoint while its slot
+	 * waits behind every other free one. */
 	other = mkep(ctx);
-	if (other != ep && other != bound && again != ep && again != bound) {
-		EQ(qps_ep_close(ep), -EBADF);
-		EQ(qps_getsockname(other, (struct sockaddr *)&sin,
-				   &(socklen_t){ sizeof(sin) }), 0);
-		EQ(qps_ep_close(other), 0);
-	}
+	CU_ASSERT(other != ep && other != bound && again != ep &&
+		  again != bound);
+	EQ(qps_ep_close(ep), -EBADF);
+	EQ(qps_getsockname(other, (struct sockaddr *)&sin,
+			   &(socklen_t){ sizeof(sin) }), 0);
+	EQ(qps_ep_close(other), 0);
 	EQ(qps_ep_close(again), 0);
 	EQ(qps_ep_close(again), -EBADF);
+	t_end();
+}
+
+/* api.md: a closed slot is reused first-closed first-reused, after every
+ * other free slot; only then may the old handle name a new endpoint. */
+static void test_ep_reuse_order(void)
+{
+	struct qps_ctx_attr attr;
+	struct qps_ctx *ctx = NULL;
+	struct qps_ep *a, *b, *c, *d, *e;
+	char wire[64];
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "api-reuse");
+	attr = t_emu_attr(wire, IP_A);
+	attr.comp_mask |= QPS_CTX_ATTR_MAX_EP;
+	attr.max_ep = 4;
+	EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	t_ctxs_add(&t_suite_ctxs, ctx);
+	a = mkep(ctx);
+	b = mkep(ctx);
+	EQ(qps_ep_close(a), 0);
+	c = mkep(ctx);			/* max_ep - 2 - 1 = 1 never-used slot */
+	EQ(qps_ep_close(a), -EBADF);
+	d = mkep(ctx);			/* ... and one more free before it */
+	EQ(qps_ep_close(a), -EBADF);
+	CU_ASSERT(c != a && d != a);
+	e = mkep(ctx);			/* the only free slot left: a's */
+	CU_ASSERT(e == a);
+	EQ(qps_ep_close(e), 0);
+	EQ(qps_ep_close(d), 0);
+	EQ(qps_ep_close(c), 0);
+	EQ(qps_ep_close(b), 0);
+	CU_ASSERT(mkep(ctx) == e);	/* first closed, first reused */
+	t_end();
+}
+
+/* api.md, fork(): in a child every call on the parent's context and
+ * endpoints is -ECHILD and touches nothing; the child's own context works;
+ * the parent goes on as before. The child reports the first mismatch as
+ * its exit status (the line number). */
+#define CHILD_EQ(got, want) \
+	do { if ((long long)(got) != (long long)(want)) _exit(__LINE__ % 250 + 1); } while (0)
+
+static void fork_child(struct qps_ctx *ctx, struct qps_ep *ep,
+		       const char *wire)
+{
+	struct sockaddr_in sin = t_sin(IP_A, 9400), got;
+	socklen_t sl = sizeof(got);
+	struct qps_ctx_attr attr = t_emu_attr(wire, IP_B);
+	struct qps_ctx *mine = NULL;
+	struct qps_ep *e = NULL;
+	struct qps_stats st;
+	char buf[8];
+	int v = 1;
+
+	CHILD_EQ(qps_send(ep, "x", 1, 0), -ECHILD);
+	CHILD_EQ(qps_sendto(ep, "x", 1, 0, (struct sockaddr *)&sin,
+			    sizeof(sin)), -ECHILD);
+	CHILD_EQ(qps_recv(ep, buf, sizeof(buf), QPS_MSG_DONTWAIT), -ECHILD);
+	CHILD_EQ(qps_getsockname(ep, (struct sockaddr *)&got, &sl), -ECHILD);
+	CHILD_EQ(qps_setopt(ep, QPS_OPT_NONBLOCK, &v, sizeof(v)), -ECHILD);
+	CHILD_EQ(qps_ep_fd(ep), -ECHILD);
+	CHILD_EQ(qps_flush(ep), -ECHILD);
+	CHILD_EQ(qps_ep_close(ep), -ECHILD);
+	CHILD_EQ(qps_ctx_progress(ctx), -ECHILD);
+	CHILD_EQ(qps_ctx_flush(ctx), -ECHILD);
+	CHILD_EQ(qps_ctx_stats(ctx, &st, sizeof(st)), -ECHILD);
+	CHILD_EQ(qps_ep_create(ctx, QPS_EP_DGRAM, &e), -ECHILD);
+	CHILD_EQ(qps_ctx_destroy(ctx), -ECHILD);
+	/* Its own context on the same wire works. */
+	CHILD_EQ(qps_ctx_create(&attr, &mine), 0);
+	CHILD_EQ(qps_ep_create(mine, QPS_EP_DGRAM, &e), 0);
+	CHILD_EQ(qps_sendto(e, "child", 5, 0, (struct sockaddr *)&sin,
+			    sizeof(sin)), 5);
+	CHILD_EQ(qps_ctx_destroy(mine), 0);
+	_exit(0);
+}
+
+static void test_fork(void)
+{
+	struct sockaddr_in sin = t_sin(IP_A, 9400);
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	char wire[64], buf[8];
+	int status = -1, tmo = 2000;
+	pid_t pid;
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "api-fork");
+	ctx = t_suite_ctx(wire, IP_A);
+	ep = mkep(ctx);
+	EQ_FATAL(qps_setopt(ep, QPS_OPT_RCVTIMEO, &tmo, sizeof(tmo)), 0);
+	EQ_FATAL(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	EQ(qps_sendto(ep, "p1", 2, 0, (struct sockaddr *)&sin, sizeof(sin)),
+	   2);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (pid == 0)
+		fork_child(ctx, ep, wire);
+	EQ(waitpid(pid, &status, 0), pid);
+	CU_ASSERT(WIFEXITED(status));
+	EQ(WEXITSTATUS(status), 0);
+	/* The parent's context and endpoint are untouched: the datagram
+	 * queued before the fork, the child's, and a new one. */
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 2);
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 5);
+	EQ(qps_sendto(ep, "p2", 2, 0, (struct sockaddr *)&sin, sizeof(sin)),
+	   2);
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 2);
 	t_end();
 }
 
@@ -875,6 +986,8 @@ static CU_TestInfo tests[] = {
 	{ "endpoint create bad input", test_ep_create_bad },
 	{ "NULL endpoint", test_ep_null },
 	{ "closed endpoint", test_ep_closed },
+	{ "closed slots reused last, in order", test_ep_reuse_order },
+	{ "fork: the child gets -ECHILD, the parent goes on", test_fork },
 	{ "NULL buffers", test_buffers },
 	{ "bad addresses", test_addresses },
 	{ "options", test_options },

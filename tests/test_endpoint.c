@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -549,7 +550,8 @@ static void test_nonblock_timeout(void)
 	EQ(get_int(ep, QPS_OPT_NONBLOCK), 0);
 	EQ(qps_recv(ep, in, sizeof(in), QPS_MSG_DONTWAIT), -EAGAIN);
 
-	set_int(ep, QPS_OPT_NONBLOCK, 1);
+	set_int(ep, QPS_OPT_NONBLOCK, 2);	/* any nonzero int is on */
+	EQ(get_int(ep, QPS_OPT_NONBLOCK), 1);	/* and reads back 1 */
 	EQ(qps_recv(ep, in, sizeof(in), 0), -EAGAIN);
 	set_int(ep, QPS_OPT_NONBLOCK, 0);
 
@@ -822,19 +824,27 @@ static void test_connect(void)
 		EQ(src.sin_addr.s_addr, ip_of(IP_B));
 		EQ(sin_port(&src), 6000);
 	}
-	/* Connecting an unbound endpoint binds it to an ephemeral port. */
+	/* Connecting an unbound endpoint binds it to an ephemeral port;
+	 * as on Linux it then names the address its datagrams leave from. */
 	cx = mkep(b, NULL, 0);
 	EQ(qps_connect(cx, (struct sockaddr *)&d, sizeof(d)), 0);
 	sl = sizeof(got);
 	memset(&got, 0, sizeof(got));
 	EQ(qps_getsockname(cx, (struct sockaddr *)&got, &sl), 0);
 	EQ(got.sin_family, AF_INET);
+	EQ(got.sin_addr.s_addr, ip_of(IP_B));
 	CU_ASSERT(sin_port(&got) != 0);
 	EQ(qps_send(cx, "eph", 3, 0), 3);
 	sl = sizeof(src);
 	EQ(qps_recvfrom(rx, in, sizeof(in), 0, (struct sockaddr *)&src, &sl),
 	   3);
 	EQ(sin_port(&src), sin_port(&got));
+	memset(&unspec, 0, sizeof(unspec));
+	unspec.sin_family = AF_UNSPEC;
+	EQ(qps_connect(cx, (struct sockaddr *)&unspec, sizeof(unspec)), 0);
+	sl = sizeof(got);
+	EQ(qps_getsockname(cx, (struct sockaddr *)&got, &sl), 0);
+	EQ(got.sin_addr.s_addr, INADDR_ANY);	/* wildcard again */
 
 	/* A connected receiver takes datagrams only from its peer:
 	 * same address other port (s2) and other address same port (s3)
@@ -886,6 +896,205 @@ static void test_connect(void)
 	EQ(sin_port(&src), 6000);
 
 	EQ(drain(rx), 0);
+	t_suite_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Broadcast.                                                          */
+
+/* Limited and (on emu, whose wire is one /24) directed broadcast reach
+ * every wildcard-bound endpoint of the port, on every context, once;
+ * an endpoint bound to its unicast address does not take them. */
+static void test_broadcast(void)
+{
+	const char *dsts[] = { "255.255.255.255", "198.18.0.255" };
+	char wire[64];
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *tx, *b1, *b2, *bu, *c1;
+	uint8_t in[64];
+	unsigned int i, n = t_provider_is("emu") ? 2 : 1;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "ep-bcast");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	c = t_suite_ctx(wire, IP_C);
+	tx = mkep(a, IP_A, 4000);
+	EQ_FATAL(qps_ep_create(b, QPS_EP_DGRAM, &b1), 0);
+	EQ_FATAL(qps_ep_create(b, QPS_EP_DGRAM, &b2), 0);
+	set_int(b1, QPS_OPT_REUSEADDR, 1);
+	set_int(b2, QPS_OPT_REUSEADDR, 1);
+	{
+		struct sockaddr_in any = t_sin("0.0.0.0", 6100);
+
+		EQ_FATAL(qps_bind(b1, (struct sockaddr *)&any, sizeof(any)), 0);
+		EQ_FATAL(qps_bind(b2, (struct sockaddr *)&any, sizeof(any)), 0);
+	}
+	set_int(b1, QPS_OPT_RCVTIMEO, T_RCVTIMEO);
+	set_int(b2, QPS_OPT_RCVTIMEO, T_RCVTIMEO);
+	bu = mkep(b, IP_B, 6101);
+	c1 = mkep(c, "0.0.0.0", 6100);
+
+	for (i = 0; i < n; i++) {
+		EQ(send_to(tx, dsts[i], 3, 0, dsts[i], 6100), 3);
+		EQ(send_to(tx, "bu", 2, 0, dsts[i], 6101), 2);
+		EQ(qps_recv(b1, in, sizeof(in), 0), 3);
+		EQ(qps_recv(b2, in, sizeof(in), 0), 3);
+		EQ(qps_recv(c1, in, sizeof(in), 0), 3);
+		progress_idle(b);
+		EQ(drain(b1), 0);
+		EQ(drain(b2), 0);
+		EQ(drain(c1), 0);
+		EQ(drain(bu), 0);
+	}
+	/* Unicast to b's address still goes to one endpoint only. */
+	EQ(send_to(tx, "uni", 3, 0, IP_B, 6100), 3);
+	progress_idle(b);
+	EQ(drain(b1) + drain(b2), 1);
+	t_suite_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Wake-ups of a blocked receive (no timeout, no traffic).             */
+
+#define WAKE_MS 10	/* api.md: a sleeper is woken at once */
+
+struct sleeper {
+	struct qps_ep *ep;
+	pthread_t th;
+	ssize_t ret;
+	uint64_t done_us;
+	int done;
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void *sleeper_run(void *arg)
+{
+	struct sleeper *sl = arg;
+	char buf[64];
+
+	sl->ret = qps_recv(sl->ep, buf, sizeof(buf), 0);
+	sl->done_us = now_us();
+	__atomic_store_n(&sl->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Start a thread blocked in qps_recv(@ep) and give it time to fall
+ * asleep. */
+static void sleeper_start(struct sleeper *sl, struct qps_ep *ep)
+{
+	memset(sl, 0, sizeof(*sl));
+	sl->ep = ep;
+	EQ_FATAL(pthread_create(&sl->th, NULL, sleeper_run, sl), 0);
+	t_sleep_ms(50);
+	EQ(__atomic_load_n(&sl->done, __ATOMIC_ACQUIRE), 0);
+}
+
+/* Wait for the sleeper, at most 2 s; @unstick: a datagram that wakes
+ * a sleeper the fix under test failed to wake, so the suite goes on. */
+static uint64_t sleeper_join(struct sleeper *sl, struct qps_ep *unstick,
+			     const char *ip, unsigned short port, uint64_t t0)
+{
+	uint64_t end = now_us() + 2000000;
+
+	while (!__atomic_load_n(&sl->done, __ATOMIC_ACQUIRE) && now_us() < end)
+		t_sleep_ms(1);
+	if (!__atomic_load_n(&sl->done, __ATOMIC_ACQUIRE)) {
+		CU_FAIL("the blocked receive was not woken within 2 s");
+		if (unstick)
+			send_to(unstick, "x", 1, 0, ip, port);
+	}
+	pthread_join(sl->th, NULL);
+	return sl->done_us > t0 ? (sl->done_us - t0) / 1000 : 0;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void test_wakeups(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }, old;
+	char wire[64], buf[16];
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *ep, *tx;
+	struct sleeper sl;
+	uint64_t t0, ms;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "ep-wake");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	tx = mkep(b, IP_B, 4000);
+
+	/* Close from another thread: -EBADF at once. */
+	EQ_FATAL(qps_ep_create(a, QPS_EP_DGRAM, &ep), 0);
+	sleeper_start(&sl, ep);
+	t0 = now_us();
+	EQ(qps_ep_close(ep), 0);
+	ms = sleeper_join(&sl, tx, IP_A, 1, t0);
+	EQ(sl.ret, -EBADF);
+	LE(ms, WAKE_MS);
+	printf("\n    woken by close after %llu ms", (unsigned long long)ms);
+
+	/* shutdown(SHUT_RD): what is queued, then 0, without sleeping;
+	 * unconnected, so -ENOTCONN as Linux says, done all the same. */
+	ep = mkep(a, IP_A, 5001);
+	set_int(ep, QPS_OPT_RCVTIMEO, 0);
+	EQ(send_to(tx, "q", 1, 0, IP_A, 5001), 1);
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 1);
+	sleeper_start(&sl, ep);
+	t0 = now_us();
+	EQ(qps_shutdown(ep, SHUT_RD), -ENOTCONN);
+	ms = sleeper_join(&sl, tx, IP_A, 5001, t0);
+	EQ(sl.ret, 0);
+	LE(ms, WAKE_MS);
+	printf(", shutdown after %llu ms", (unsigned long long)ms);
+	EQ(send_to(tx, "late", 4, 0, IP_A, 5001), 4);
+	progress_idle(a);
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 4);	/* still queued */
+	EQ(qps_recv(ep, buf, sizeof(buf), 0), 0);	/* then EOF */
+	EQ(qps_shutdown(ep, 7), -EINVAL);
+	EQ(qps_shutdown(ep, SHUT_WR), -ENOTCONN);
+	EQ(send_to(ep, "w", 1, 0, IP_B, 4000), -EPIPE);
+	EQ(qps_ep_close(ep), 0);
+	EQ(qps_shutdown(ep, SHUT_RD), -EBADF);
+
+	/* A signal handler ran: -EINTR, whatever SA_RESTART says. */
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	EQ_FATAL(sigaction(SIGUSR1, &sa, &old), 0);
+	ep = mkep(a, IP_A, 5002);
+	set_int(ep, QPS_OPT_RCVTIMEO, 0);
+	sleeper_start(&sl, ep);
+	t0 = now_us();
+	EQ(pthread_kill(sl.th, SIGUSR1), 0);
+	ms = sleeper_join(&sl, tx, IP_A, 5002, t0);
+	EQ(sl.ret, -EINTR);
+	LE(ms, WAKE_MS);
+	printf(", signal after %llu ms", (unsigned long long)ms);
+	sigaction(SIGUSR1, &old, NULL);
+
+	/* The context destroyed: every sleeper leaves before it is freed. */
+	c = NULL;
+	EQ_FATAL(t_ctx_emu(wire, IP_C, &c), 0);
+	ep = mkep(c, IP_C, 5003);
+	set_int(ep, QPS_OPT_RCVTIMEO, 0);
+	sleeper_start(&sl, ep);
+	t0 = now_us();
+	EQ(qps_ctx_destroy(c), 0);
+	ms = sleeper_join(&sl, NULL, NULL, 0, t0);
+	EQ(sl.ret, -EBADF);
+	LE(ms, WAKE_MS);
+	printf(", destroy after %llu ms\n", (unsigned long long)ms);
 	t_suite_end();
 }
 
@@ -1220,6 +1429,8 @@ static CU_TestInfo tests[] = {
 	{ "readiness fd, sender in another process", test_epoll_process },
 	{ "connect, disconnect, names", test_connect },
 	{ "bind rules", test_bind },
+	{ "limited and directed broadcast", test_broadcast },
+	{ "wake-ups: close, shutdown, signal, destroy", test_wakeups },
 	{ "unreachable destinations", test_unreachable },
 	{ "stats", test_stats },
 	{ "RCVBUF limit and drop accounting", test_rcvbuf },

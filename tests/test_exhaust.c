@@ -29,6 +29,8 @@
 
 #include "emu/emu.h"
 #include "fault_inject.h"
+#include "endpoint.h"
+#include "rx.h"
 #include "qps_int.h"
 #include "sq.h"
 
@@ -597,6 +599,39 @@ static void test_cq_overrun(void)
 	t_suite_end();
 }
 
+/*
+ * A receive buffer's reference count at its limit: the poller's hold plus
+ * every one of QPS_MAX_EP endpoints (a broadcast to a full context). The
+ * buffer must not go back to the device before the last release. A real
+ * fan-out that size needs two descriptors per endpoint, more than this
+ * machine's RLIMIT_NOFILE allows, so the count is driven here directly,
+ * with the receive path's own release.
+ */
+static void test_rx_ref_limit(void)
+{
+	struct qps_ctx *rx = ctx_small("198.18.0.90", 16, 2, 1);
+	uint64_t errs;
+	uint32_t i, buf = 0, early = 0;
+
+	pthread_mutex_lock(&rx->rx.lock);
+	errs = rx->st->rx_errors;
+	rx->rx.ref[buf] = 1;			/* the poller */
+	for (i = 0; i < QPS_MAX_EP; i++)	/* every endpoint */
+		rx->rx.ref[buf]++;
+	for (i = 0; i < QPS_MAX_EP; i++) {
+		qps_rx_buf_put_locked(rx, buf);
+		early += rx->rx.ref[buf] == 0;
+	}
+	T_EQ(early, 0);
+	T_EQ(rx->rx.ref[buf], 1);
+	/* The buffer sat posted on the device all along (the test only
+	 * borrowed its count): give it back its posted state. */
+	rx->rx.ref[buf] = 0;
+	T_EQ(rx->st->rx_errors, errs);	/* no repost was attempted */
+	pthread_mutex_unlock(&rx->rx.lock);
+	t_suite_end();
+}
+
 static void cleanup(void)
 {
 	t_suite_cleanup();
@@ -619,6 +654,8 @@ int main(void)
 		{ "no posted receive buffers", test_rx_no_buffers },
 		{ "endpoint receive queue full", test_rxq_full },
 		{ "CQ overrun: reported once, recovers", test_cq_overrun },
+		{ "a receive buffer held by max_ep endpoints",
+		  test_rx_ref_limit },
 		CU_TEST_INFO_NULL,
 	};
 

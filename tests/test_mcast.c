@@ -33,6 +33,7 @@
 #define IP_A "198.18.0.1"
 #define IP_B "198.18.0.2"
 #define IP_C "198.18.0.3"
+#define IP_D "198.18.0.4"
 #define GRP1 "239.1.1.1"
 #define GRP2 "239.1.1.2"
 #define GRP3 "239.1.1.3"
@@ -364,6 +365,69 @@ static void test_source_filter(void)
 	EQ(st.rx_demux_fanout, 2 * N_PKT);
 	EQ(st.rx_fanout_deliveries, 3 * N_PKT);
 	EQ(st.rx_mc_filtered, 2 * N_PKT);
+	t_partition_holds(&st);
+	t_all_buffers_home(b);
+	t_suite_end();
+}
+
+/* An endpoint joined to two sources of a group is one subscriber: the
+ * early path, nothing filtered, and a third sender filtered once. */
+static void test_two_sources_one_subscriber(void)
+{
+	char wire[64];
+	struct qps_ctx *a, *b, *c, *d;
+	struct qps_ep *txa, *txc, *txd, *r, *r2;
+	struct qps_stats st;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "mc-2src");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	c = t_suite_ctx(wire, IP_C);
+	d = t_suite_ctx(wire, IP_D);
+	txa = t_mkep(a, IP_A, PORT_TX, 0);
+	txc = t_mkep(c, IP_C, PORT_TX, 0);
+	txd = t_mkep(d, IP_D, PORT_TX, 0);
+	r = t_mkep(b, "0.0.0.0", PORT_G, 1);
+	r2 = t_mkep(b, "0.0.0.0", PORT_G, 1);
+
+	EQ(t_join(r, GRP1, IP_A), 0);
+	EQ(t_join(r2, GRP2, NULL), 0);	/* a rule before r's second source */
+	EQ(t_join(r, GRP1, IP_C), 0);
+	t_send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	t_send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT, 0);
+	t_send_seq(txd, GRP1, PORT_G, 4, 0, 10, 0);
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], 2 * N_PKT + 10);
+	t_drain_two_once(r, 1, 3, N_PKT);
+	st = t_ctx_stats(b);
+	EQ(st.rx_demux_early, 2 * N_PKT);
+	EQ(st.rx_demux_fanout, 0);
+	EQ(st.rx_mc_filtered, 10);
+	EQ(st.rx_no_endpoint, 10);
+
+	/* A second subscriber joins between r's two sources: fan-out, one
+	 * delivery to each, r's sources still decided together. */
+	EQ(t_join(r2, GRP1, NULL), 0);
+	EQ(t_leave(r, GRP1, IP_A), 0);
+	EQ(t_join(r, GRP1, IP_A), 0);
+	t_send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	t_send_seq(txd, GRP1, PORT_G, 4, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], 4 * N_PKT + 10);
+	t_drain_all_once(r, 1, N_PKT);
+	t_drain_two_once(r2, 1, 4, N_PKT);
+	st = t_ctx_stats(b);
+	EQ(st.rx_demux_fanout, 2 * N_PKT);
+	EQ(st.rx_fanout_deliveries, 3 * N_PKT);
+	EQ(st.rx_mc_filtered, N_PKT + 10);
+
+	/* r leaves one source, then the other: r2 alone takes the early path. */
+	EQ(t_leave(r, GRP1, IP_C), 0);
+	EQ(t_leave(r, GRP1, IP_A), 0);
+	t_send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT, 0);
+	T_WAIT_STAT(b, rx_demux_early, 3 * N_PKT);
+	t_drain_all_once(r2, 3, N_PKT);
+	st = t_ctx_stats(b);
+	EQ(st.rx_demux_fanout, 2 * N_PKT);
 	t_partition_holds(&st);
 	t_all_buffers_home(b);
 	t_suite_end();
@@ -824,6 +888,7 @@ int main(void)
 		{ "early path and fan-out", test_early_and_fanout },
 		{ "leave and close release buffers", test_release_on_close },
 		{ "source-specific joins", test_source_filter },
+		{ "two sources, one subscriber", test_two_sources_one_subscriber },
 		{ "connected subscriber", test_connected_subscriber },
 		{ "second process: only joined groups", test_two_process },
 		{ "unicast: connected first entry, bound", test_unicast_paths },

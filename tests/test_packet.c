@@ -1004,8 +1004,10 @@ static void addr_change(struct qps_ep *ep, int tmo)
 	T_EQ(qps_connect(ep2, (struct sockaddr *)&peer, sizeof(peer)), 0);
 	T_EQ(send_n(ep2, 20, 0, &err), 20);
 	T_EQ(kernel_recv(kfd, 20, RECV_MS, NULL), 20);
-	rx = t_ep_bound(ctx, "0.0.0.0", 6500, tmo);
-	kernel_send_n(kfd_tx, "10.77.0.11", 6500, 20);
+	/* Not 6500: the outer context's endpoint holds that one, and a
+	 * port is the host's (docs/packet.md, "Ports"). */
+	rx = t_ep_bound(ctx, "0.0.0.0", 6502, tmo);
+	kernel_send_n(kfd_tx, "10.77.0.11", 6502, 20);
 	T_EQ(qps_recv_n(rx, 20), 20);
 	qps_ctx_destroy(ctx);
 
@@ -1288,7 +1290,7 @@ static void sockperf_vs_echo(const char *mode, const char *group,
 			     const char *port)
 {
 	char echo_out[64], perf_out[64];
-	char *echo_argv[] = { QPS_ECHO_BIN, "-P", "packet", "-w", if_a, "-p",
+	char *echo_argv[] = { QPS_ECHO_BIN, "--provider", "packet", "-d", if_a, "-p",
 			      (char *)port, "-t", "20", group ? "-g" : NULL,
 			      (char *)group, NULL };
 	char *perf_argv[] = { "sockperf", (char *)mode, "-i",
@@ -1349,6 +1351,294 @@ static void test_sockperf_mcast(void)
 #endif
 #endif
 
+/* --- the MTU changes under a sender ------------------------------------------ */
+
+static int send_sized(struct qps_ep *ep, int n, size_t len, int flags)
+{
+	static uint8_t buf[1472];
+	int i, ok = 0;
+
+	for (i = 0; i < n; i++)
+		ok += qps_send(ep, buf, len, flags) == (ssize_t)len;
+	return ok;
+}
+
+/*
+ * A's MTU is lowered under a running sender, with frames posted and
+ * waiting for their doorbell: every datagram qps_send() accepted either
+ * arrives or is counted in tx_errors, none is lost as a success; sends
+ * that fit go on.
+ */
+static void test_mtu_lowered(void)
+{
+	struct sockaddr_in peer = t_sin(IP_B, 7800);
+	struct qps_ctx_attr attr = { 0 };
+	struct qps_stats st0, st1;
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	int kfd, accepted = 0, got, i, rcvbuf = 8 << 20;
+
+	kfd = sock_b(SOCK_DGRAM, 0, IP_B, 7800);
+	CU_ASSERT_FATAL(kfd >= 0);
+	T_EQ(setsockopt(kfd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
+			sizeof(rcvbuf)), 0);
+	attr.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
+			 QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_DB_DELAY;
+	attr.provider = "packet";
+	attr.dev = if_a;
+	attr.addr.s_addr = ip4(IP_A);
+	attr.db_delay_us = 1000000;	/* the MORE burst waits for us */
+	T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	T_EQ_FATAL(qps_connect(ep, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	st0 = t_ctx_stats(ctx);
+
+	accepted += send_sized(ep, 100, 1400, 0);
+	accepted += send_sized(ep, 50, 1400, QPS_MSG_MORE);
+	T_EQ_FATAL(sh("ip -n %s link set %s mtu 1000", ns_a, if_a), 0);
+	qps_flush(ep);
+	t_sleep_ms(5);
+	accepted += send_sized(ep, 100, 1400, 0);
+	accepted += send_sized(ep, 100, 500, 0);
+	for (i = 0; i < 20; i++) {
+		qps_ctx_progress(ctx);
+		t_sleep_ms(2);
+	}
+	got = kernel_recv(kfd, accepted, RECV_MS, NULL);
+	st1 = t_ctx_stats(ctx);
+	printf("\n    MTU 1500 -> 1000 under a sender: %d accepted, %d "
+	       "received, tx_errors +%llu\n", accepted, got,
+	       (unsigned long long)(st1.tx_errors - st0.tx_errors));
+	T_EQ((uint64_t)accepted, (uint64_t)got + st1.tx_errors -
+				 st0.tx_errors);
+	T_GE(got, 200);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	close(kfd);
+	sh("ip -n %s link set %s mtu 1500", ns_a, if_a);
+}
+
+/* --- the kernel socket behind a bound port --------------------------------- */
+
+/* A counter of /proc/net/snmp (the calling thread's namespace). */
+#define IP_B_ICMP "10.77.0.60"
+
+static long long snmp_get(const char *proto, const char *name)
+{
+	char head[2048], vals[2048];
+	long long v = -1;
+	FILE *f = fopen("/proc/thread-self/net/snmp", "re");
+	size_t plen = strlen(proto);
+
+	if (!f)
+		return -1;
+	while (fgets(head, sizeof(head), f) && fgets(vals, sizeof(vals), f)) {
+		char *hs, *vs, *h, *val;
+
+		if (strncmp(head, proto, plen) || head[plen] != ':')
+			continue;
+		h = strtok_r(head + plen + 1, " \n", &hs);
+		val = strtok_r(vals + plen + 1, " \n", &vs);
+		while (h && val) {
+			if (!strcmp(h, name)) {
+				v = atoll(val);
+				break;
+			}
+			h = strtok_r(NULL, " \n", &hs);
+			val = strtok_r(NULL, " \n", &vs);
+		}
+		break;
+	}
+	fclose(f);
+	return v;
+}
+
+/*
+ * The kernel never answers a qpsock port with ICMP port-unreachable: 500
+ * datagrams from a kernel peer to a bound endpoint raise A's
+ * OutDestUnreachs by 0, and a connected kernel sender sees no
+ * ECONNREFUSED over 200 sends, all of which arrive.
+ */
+static void test_no_icmp(void)
+{
+	struct sockaddr_in dst = t_sin(IP_A, 7600);
+	struct qps_ctx *ctx;
+	struct qps_ep *rx;
+	long long icmp0, icmp1;
+	int kfd, i, refused = 0, got;
+
+	/* The kernel limits ICMP per destination (6, then 1 a second):
+	 * earlier cases used up IP_B's, so the peer sends from a fresh
+	 * address, which a regression would meet at full rate. */
+	T_EQ_FATAL(sh("ip -n %s addr add " IP_B_ICMP "/24 dev %s", ns_b, if_b),
+		   0);
+	T_EQ_FATAL(ctx_open(if_a, IP_A, &ctx), 0);
+	rx = t_ep_bound(ctx, "0.0.0.0", 7600, 1000);
+	kfd = sock_b(SOCK_DGRAM, 0, IP_B_ICMP, 7601);
+	CU_ASSERT_FATAL(kfd >= 0);
+	icmp0 = snmp_get("Icmp", "OutDestUnreachs");
+	CU_ASSERT_FATAL(icmp0 >= 0);
+
+	/* In rounds that fit the receive ring: the point is the ICMP. */
+	for (i = 0, got = 0; i < 10; i++) {
+		kernel_send_n(kfd, IP_A, 7600, 50);
+		got += qps_recv_n(rx, 50);
+	}
+	T_EQ(got, 500);
+
+	T_EQ_FATAL(connect(kfd, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	for (i = 0; i < 200; i++) {
+		if (send(kfd, "c", 1, 0) < 0 && errno == ECONNREFUSED)
+			refused++;
+		/* Give an ICMP time to come back before the next send,
+		 * which is the one that would read it. */
+		if (i % 20 == 19)
+			t_sleep_ms(2);
+	}
+	got = qps_recv_n(rx, 200);
+	icmp1 = snmp_get("Icmp", "OutDestUnreachs");
+	printf("\n    700 kernel datagrams to a qpsock port: ICMP "
+	       "unreachable sent %lld, ECONNREFUSED %d, received %d of 200 "
+	       "connected\n", icmp1 - icmp0, refused, got);
+	T_EQ(icmp1 - icmp0, 0);
+	T_EQ(refused, 0);
+	T_EQ(got, 200);
+	close(kfd);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	sh("ip -n %s addr del " IP_B_ICMP "/24 dev %s", ns_b, if_b);
+}
+
+/* A kernel UDP socket in A's namespace on @port; @reuse: SO_REUSEADDR (1),
+ * SO_REUSEPORT (2). Returns the fd, or -errno of the bind. */
+static int sock_a_bind(unsigned short port, int reuse)
+{
+	struct sockaddr_in sin = t_sin("0.0.0.0", port);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), one = 1, r;
+
+	if (fd < 0)
+		return -errno;
+	if (reuse & 1)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (reuse & 2)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* A qpsock endpoint of @ctx on 0.0.0.0:@port with @reuse as above;
+ * returns the endpoint (or NULL) and the bind's result in *@ret. */
+static struct qps_ep *qps_a_bind(struct qps_ctx *ctx, unsigned short port,
+				 int reuse, int *ret)
+{
+	struct sockaddr_in sin = t_sin("0.0.0.0", port);
+	struct qps_ep *ep = NULL;
+	int on = 1;
+
+	*ret = qps_ep_create(ctx, QPS_EP_DGRAM, &ep);
+	if (*ret < 0)
+		return NULL;
+	if (reuse & 1)
+		qps_setopt(ep, QPS_OPT_REUSEADDR, &on, sizeof(on));
+	if (reuse & 2)
+		qps_setopt(ep, QPS_OPT_REUSEPORT, &on, sizeof(on));
+	*ret = qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin));
+	return ep;
+}
+
+/* In a child process: its own context on A's veth binds @port with
+ * @reuse; the exit status is the bind's -result. */
+static int qps_bind_in_child(unsigned short port, int reuse)
+{
+	int status = -1, ret;
+	struct qps_ctx *c;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (ctx_open(if_a, IP_A, &c) < 0)
+			_exit(200);
+		qps_a_bind(c, port, reuse, &ret);
+		_exit(-ret);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1000;
+	return -WEXITSTATUS(status);
+}
+
+/*
+ * A bound port is the host's: the outcome of each pair of binds, qpsock
+ * and kernel in either order and qpsock in two processes, is the one the
+ * kernel gives two kernel sockets (reuse flags on both sides or not).
+ */
+static void test_bind_conflicts(void)
+{
+	static const struct { int first, second; } reuse[] = {
+		{ 0, 0 }, { 1, 0 }, { 0, 1 }, { 1, 1 }, { 2, 2 }, { 1, 2 },
+	};
+	struct qps_ctx *ctx;
+	struct sockaddr_in got;
+	socklen_t gl = sizeof(got);
+	unsigned short port = 7700;
+	struct qps_ep *ep;
+	unsigned int i;
+	int ret, k, k2, want;
+
+	T_EQ_FATAL(ctx_open(if_a, IP_A, &ctx), 0);
+	for (i = 0; i < sizeof(reuse) / sizeof(reuse[0]); i++, port += 3) {
+		int f = reuse[i].first, g = reuse[i].second;
+
+		/* What the kernel says to two kernel sockets. */
+		k = sock_a_bind(port, f);
+		CU_ASSERT_FATAL(k >= 0);
+		k2 = sock_a_bind(port, g);
+		want = k2 >= 0 ? 0 : k2;
+		if (k2 >= 0)
+			close(k2);
+		close(k);
+
+		/* qpsock, then kernel. */
+		ep = qps_a_bind(ctx, port, f, &ret);
+		T_EQ(ret, 0);
+		k2 = sock_a_bind(port, g);
+		T_EQ(k2 >= 0 ? 0 : k2, want);
+		if (k2 >= 0)
+			close(k2);
+		qps_ep_close(ep);
+
+		/* kernel, then qpsock. */
+		k = sock_a_bind(port + 1, f);
+		CU_ASSERT_FATAL(k >= 0);
+		ep = qps_a_bind(ctx, port + 1, g, &ret);
+		T_EQ(ret, want);
+		qps_ep_close(ep);
+		close(k);
+
+		/* qpsock in this process, then in another. */
+		ep = qps_a_bind(ctx, port + 2, f, &ret);
+		T_EQ(ret, 0);
+		T_EQ(qps_bind_in_child(port + 2, g), want);
+		qps_ep_close(ep);
+		printf("\n    reuse %d then %d: %s", f, g,
+		       want ? "EADDRINUSE" : "shared");
+	}
+	/* Port 0: the kernel's ephemeral choice, held there. */
+	ep = qps_a_bind(ctx, 0, 0, &ret);
+	T_EQ(ret, 0);
+	T_EQ(qps_getsockname(ep, (struct sockaddr *)&got, &gl), 0);
+	CU_ASSERT(ntohs(got.sin_port) != 0);
+	T_EQ(sock_a_bind(ntohs(got.sin_port), 0), -EADDRINUSE);
+	/* Closing gives it back. */
+	qps_ep_close(ep);
+	k = sock_a_bind(ntohs(got.sin_port), 0);
+	CU_ASSERT(k >= 0);
+	if (k >= 0)
+		close(k);
+	printf("\n");
+	T_EQ(qps_ctx_destroy(ctx), 0);
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -1365,6 +1655,10 @@ int main(void)
 		{ "neighbour change", test_neigh_change },
 		{ "interface down and up", test_link_down_up },
 		{ "bad frames", test_bad_frames },
+		{ "no ICMP port-unreachable for a bound port", test_no_icmp },
+		{ "MTU lowered under a sender", test_mtu_lowered },
+		{ "bind conflicts with kernel sockets and processes",
+		  test_bind_conflicts },
 #ifdef QPS_ECHO_BIN
 		{ "sockperf ping-pong vs qps_echo", test_sockperf_pingpong },
 		{ "sockperf under-load vs qps_echo", test_sockperf_underload },

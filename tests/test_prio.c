@@ -112,6 +112,9 @@ struct sink {
 	unsigned int mixed_bands;	/* calls mixing bands */
 	long budget;			/* items still accepted, < 0 = all */
 	int err;			/* returned instead when != 0 */
+	unsigned int flushes;		/* calls with no items ("none follows") */
+	struct qps_prio *pause_b;	/* paused by the pause_at-th call */
+	unsigned int pause_at;
 	/* concurrency checks: per producer and band, next sequence seen */
 	uint8_t *seen;			/* one byte per (producer, seq) */
 	uint64_t per;			/* messages per producer */
@@ -133,7 +136,14 @@ static int sink_post(void *arg, void **items, unsigned int n, bool more)
 	unsigned int i, k = n, band;
 	uint64_t t, seq;
 
+	if (n == 0) {
+		s->flushes++;
+		s->last_more = more;
+		return 0;
+	}
 	s->calls++;
+	if (s->pause_b && s->calls == s->pause_at)
+		qps_prio_pause(s->pause_b);
 	if (s->err)
 		return s->err;
 	if (s->budget >= 0 && (long)k > s->budget)
@@ -181,6 +191,35 @@ static struct qps_prio *mk_bands(struct sink *s, uint32_t depth, uint32_t burst)
 
 	EQ(qps_prio_create(&cfg, &b), 0);
 	return b;
+}
+
+/* A pause that lands between two posts of one drain: the first said
+ * "more", so the owner must say "none follows" before it stops. */
+static void test_pause_after_more(void)
+{
+	enum { BURST = 4, N = 3 * BURST };
+	static struct sink s;
+	struct qps_prio *b;
+	unsigned int i;
+
+	sink_reset(&s);
+	b = mk_bands(&s, 64, BURST);
+	CU_ASSERT_FATAL(b != NULL);
+	EQ(qps_prio_pause(b), 0);
+	for (i = 0; i < N; i++)
+		EQ(qps_prio_enqueue(b, mk(0, 0, i), 0, 10), 0);
+	s.pause_b = b;
+	s.pause_at = 1;
+	EQ(qps_prio_resume(b), BURST);	/* one burst, then paused */
+	EQ(s.calls, 1);
+	EQ(s.more_calls, 1);
+	EQ(s.flushes, 1);
+	EQ(s.last_more, false);
+	s.pause_b = NULL;
+	EQ(qps_prio_resume(b), N - BURST);
+	EQ(s.last_more, false);
+	EQ(s.flushes, 1);		/* a drain that ends empty needs none */
+	qps_prio_destroy(b);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1172,6 +1211,8 @@ static CU_TestInfo tests[] = {
 	{ "bands: create arguments", test_create },
 	{ "bands: bypass for a lone sender", test_bypass },
 	{ "bands: strict priority, bursts, more hint", test_strict_priority },
+	{ "bands: a pause between posts takes the more hint back",
+	  test_pause_after_more },
 	{ "bands: no bypass past queued items", test_no_bypass_past_queued },
 	{ "bands: unpublished claim and bypass", test_unpublished_claim },
 	{ "bands: partial post and errors keep items", test_post_failure },

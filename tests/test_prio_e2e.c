@@ -12,6 +12,8 @@
  *   band's drops; the parked datagrams all go out on resume.
  * - Concurrent producers on one send QP: every datagram is delivered once
  *   or counted as dropped, each producer's order kept (also under TSan).
+ * - A frame the device refuses at the end of a burst: the frames before
+ *   it, written for the doorbell it would have rung, are rung anyway.
  * Each case runs on both send paths (generic and direct).
  */
 #include "t_util.h"
@@ -25,6 +27,7 @@
 #include <time.h>
 
 #include "sq.h"
+#include "sq_path.h"
 
 #define IP_A "198.18.1.1"
 #define IP_B "198.18.1.2"
@@ -177,6 +180,68 @@ static void strict(uint32_t path)
 	EQ(qps_ctx_destroy(b), 0);
 }
 BOTH_PATHS(strict)
+
+/* --- a refused frame ends a burst ------------------------------------------ */
+
+/* The send path of the queue under test, with its write failing for the
+ * fail_at-th frame (counted from 1; 0 = never). */
+static struct qps_sq_path refusing_path;
+static const struct qps_sq_path *real_path;
+static unsigned int writes, fail_at;
+
+static int refusing_write(struct qps_sq *sq, uint32_t slot, uint32_t len,
+			  bool signaled)
+{
+	if (++writes == fail_at)
+		return -EIO;
+	return real_path->write(sq, slot, len, signaled);
+}
+
+static void refused_last(uint32_t path)
+{
+	enum { N = 3 };
+	struct sockaddr_in sb = t_sin(IP_B, PORT_B);
+	struct qps_ctx *a, *b;
+	struct qps_ep *ea, *eb;
+	struct qps_sq *sq;
+	struct pkt r;
+	unsigned int i;
+
+	t_wire_name(g_wire, sizeof(g_wire), "prio-refused");
+	a = mkctx(IP_A, path, 1024);
+	b = mkctx(IP_B, path, 1024);
+	eb = mkep(b, IP_B, PORT_B, NULL);
+	ea = mkep(a, IP_A, PORT_A, &sb);
+	sq = &a->sq[0];
+	real_path = sq->path;
+	refusing_path = *real_path;
+	refusing_path.write = refusing_write;
+	writes = 0;
+	fail_at = N;
+	pthread_mutex_lock(&sq->lock);
+	sq->path = &refusing_path;
+	pthread_mutex_unlock(&sq->lock);
+
+	/* Parked, then posted as one burst whose last frame is refused. */
+	EQ_FATAL(qps_prio_pause(qps_sq_prio(a, 0)), 0);
+	for (i = 0; i < N; i++)
+		EQ_FATAL(send_pkt(ea, 0, i), PKT_LEN);
+	EQ(qps_prio_resume(qps_sq_prio(a, 0)), N);
+	EQ(writes, N);
+	EQ(sq->unrung, 0);
+	for (i = 0; i + 1 < N; i++) {
+		EQ_FATAL(qps_recv(eb, &r, sizeof(r), 0), PKT_LEN);
+		EQ(r.seq, i);
+	}
+	EQ(t_ctx_stats(a).tx_errors, 1);
+
+	pthread_mutex_lock(&sq->lock);
+	sq->path = real_path;
+	pthread_mutex_unlock(&sq->lock);
+	EQ(qps_ctx_destroy(a), 0);
+	EQ(qps_ctx_destroy(b), 0);
+}
+BOTH_PATHS(refused_last)
 
 /* --- a full band ------------------------------------------------------------ */
 
@@ -360,6 +425,10 @@ static CU_TestInfo tests[] = {
 	{ "full band: -EAGAIN, counted (direct)", full_band_direct },
 	{ "concurrent producers on one QP (generic)", concurrent_generic },
 	{ "concurrent producers on one QP (direct)", concurrent_direct },
+	{ "refused last frame: the burst is rung (generic)",
+	  refused_last_generic },
+	{ "refused last frame: the burst is rung (direct)",
+	  refused_last_direct },
 	CU_TEST_INFO_NULL,
 };
 

@@ -22,7 +22,7 @@
 	X(destroy_qp) X(post_send) X(post_recv) X(mlx4_sq) X(create_flow)    \
 	X(destroy_flow) X(mcast_attach) X(mcast_detach) X(resolve)           \
 	X(route_gen) X(modify_qp) X(query_gid) X(create_ah) X(destroy_ah)    \
-	X(attach_mcast) X(detach_mcast)
+	X(attach_mcast) X(detach_mcast) X(hold_port)
 
 #define T_COUNT_OP(op) +1
 #define T_NUM_OPS (0 T_FOR_EACH_OP(T_COUNT_OP))
@@ -51,6 +51,7 @@ static void check_all_stubs(const struct qps_provider_ops *o)
 	struct ibv_recv_wr rwr, *rbad = NULL;
 	struct in_addr a = { 0 };
 	uint8_t mac[6];
+	uint16_t port = 0;
 
 	CU_ASSERT_EQUAL(o->open(NULL, NULL), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->close(NULL), -EOPNOTSUPP);
@@ -86,6 +87,7 @@ static void check_all_stubs(const struct qps_provider_ops *o)
 	CU_ASSERT_EQUAL(o->destroy_ah(NULL), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->attach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->detach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->hold_port(NULL, a, &port, 0), -EOPNOTSUPP);
 }
 
 static void test_find_emu(void)

@@ -16,6 +16,10 @@
  *   without it (the test-only knob), so the test can fail.
  * - Several threads send on unconnected endpoints through one flow table:
  *   sent = received + counted drops, no flow reordered (also under TSan).
+ * - A connected endpoint's (peer MAC, route generation) is one update even
+ *   when senders on two send queues refresh it at once: the store of one
+ *   is held while another is half-way, and an older generation never
+ *   replaces a newer one.
  * Each end-to-end case runs on both send paths (generic and direct).
  */
 #define _GNU_SOURCE	/* sched_setaffinity, sched_getcpu */
@@ -31,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "endpoint.h"
 #include "sq.h"
 
 #define IP_A "198.18.0.1"
@@ -780,6 +785,72 @@ static void *cc_recv_main(void *v)
 	return NULL;
 }
 
+/* The peer MAC update: held writers and generation order. */
+struct pm_writer {
+	struct qps_ep *ep;
+	uint64_t gen;
+	uint8_t mac[6];
+	int done;
+};
+
+static void *pm_store(void *arg)
+{
+	struct pm_writer *w = arg;
+
+	qps_ep_peer_mac_store(w->ep, w->gen, w->mac, false);
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void test_peer_mac_update(void)
+{
+	static const uint8_t m1[6] = { 2, 0, 0, 0, 0, 1 };
+	static const uint8_t m2[6] = { 2, 0, 0, 0, 0, 2 };
+	struct sockaddr_in db = t_sin(IP_B, PORT_B);
+	struct pm_writer w = { .gen = 0 };
+	struct qps_ctx *a;
+	struct qps_ep *tx;
+	uint8_t mac[6];
+	uint64_t g;
+	pthread_t th;
+
+	t_wire_name(g_wire, sizeof(g_wire), "txq-pmac");
+	a = mkctx(IP_A, QPS_TX_PATH_AUTO, 2, QPS_TX_POLICY_HASH, 0);
+	(void)mkctx(IP_B, QPS_TX_PATH_AUTO, 0, -1, 0);
+	tx = mkep(a, IP_A, PORT_A);
+	EQ(qps_connect(tx, (struct sockaddr *)&db, sizeof(db)), 0);
+	g = __atomic_load_n(&tx->peer_route_gen, __ATOMIC_ACQUIRE);
+
+	/* A resolver that read an older generation finishes last: the
+	 * newer MAC stays, published with its own generation. */
+	qps_ep_peer_mac_store(tx, g + 2, m2, false);
+	qps_ep_peer_mac_store(tx, g + 1, m1, false);
+	CU_ASSERT(qps_ep_peer_mac_load(tx, g + 2, mac) &&
+		  memcmp(mac, m2, 6) == 0);
+	CU_ASSERT(!qps_ep_peer_mac_load(tx, g + 1, mac));
+
+	/* A writer half-way (the lock held here) keeps another out: the
+	 * second's MAC and generation appear together, after the first. */
+	__atomic_store_n(&tx->peer_lock, 1, __ATOMIC_RELAXED);
+	w.ep = tx;
+	w.gen = g + 3;
+	memcpy(w.mac, m1, 6);
+	EQ_FATAL(pthread_create(&th, NULL, pm_store, &w), 0);
+	t_sleep_ms(20);
+	EQ(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE), 0);
+	CU_ASSERT(qps_ep_peer_mac_load(tx, g + 2, mac) &&
+		  memcmp(mac, m2, 6) == 0);
+	__atomic_store_n(&tx->peer_lock, 0, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	CU_ASSERT(qps_ep_peer_mac_load(tx, g + 3, mac) &&
+		  memcmp(mac, m1, 6) == 0);
+
+	/* connect replaces it whatever the generation: a new peer. */
+	EQ(qps_connect(tx, (struct sockaddr *)&db, sizeof(db)), 0);
+	CU_ASSERT(qps_ep_peer_mac_load(tx, g, mac) && mac[1] == 0x51);
+	t_suite_end();
+}
+
 static void test_concurrent(void)
 {
 	struct qps_ctx_attr ra;
@@ -877,6 +948,7 @@ static CU_TestInfo tests[] = {
 	{ "reordering: sender moved between CPUs (direct)",
 	  reorder_cpu_direct },
 	{ "concurrent senders, one flow table", test_concurrent },
+	{ "peer MAC and route generation: one update", test_peer_mac_update },
 	CU_TEST_INFO_NULL,
 };
 

@@ -5,9 +5,14 @@
  * Conventions, for every call in this header:
  *  - a call returns 0, a count, or a negative errno value (-EINVAL, ...);
  *  - no call reads or writes the thread's errno;
- *  - handles are opaque; a handle passed after it was closed returns -EBADF
- *    (endpoint memory stays owned by its context, so a stale handle is never
- *    a use-after-free while the context lives).
+ *  - handles are opaque; like a file descriptor, an endpoint handle must
+ *    not be used after it is closed: it returns -EBADF until its slot is
+ *    reused (closed slots are reused last), and may then name a new
+ *    endpoint. Endpoint memory stays owned by its context, so a stale
+ *    handle is never a use-after-free while the context lives;
+ *  - a context belongs to the process that created it: in a child made by
+ *    fork(), every call on an inherited context or its endpoints returns
+ *    -ECHILD and touches nothing (the child creates its own).
  *
  * The reference for each call is docs/api.md.
  */
@@ -293,7 +298,8 @@ int qps_ep_close(struct qps_ep *ep);
 /**
  * qps_bind - bind to a local struct sockaddr_in. Address INADDR_ANY, the
  * context's address or a multicast group; port 0 picks an ephemeral port.
- * -EADDRINUSE when the port is taken (unless both set QPS_OPT_REUSEADDR),
+ * -EADDRINUSE when the port is taken (unless both set QPS_OPT_REUSEADDR or
+ * both QPS_OPT_REUSEPORT; on a host netdev, by any socket of the host),
  * -EADDRNOTAVAIL for a foreign address, -EINVAL when already bound.
  */
 int qps_bind(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len);
@@ -312,6 +318,15 @@ int qps_getsockname(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
 /** qps_getpeername - the connected peer; -ENOTCONN if not connected. */
 int qps_getpeername(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
 
+/**
+ * qps_shutdown - as shutdown(2) on a UDP socket. @how SHUT_RD: receives
+ * return what is queued, then 0 at once, and threads asleep in one wake;
+ * SHUT_WR: sends fail from now on; SHUT_RDWR: both. As on Linux an
+ * endpoint that is not connected gets -ENOTCONN, and the shutdown is done
+ * anyway. -EINVAL for another @how.
+ */
+int qps_shutdown(struct qps_ep *ep, int how);
+
 /* Flags for send and receive calls (values match Linux's MSG_*). */
 #define QPS_MSG_PEEK 0x02
 #define QPS_MSG_TRUNC 0x20
@@ -322,7 +337,8 @@ int qps_getpeername(struct qps_ep *ep, struct sockaddr *addr, socklen_t *len);
  * qps_send - send one datagram to the connected peer. Returns @len.
  * -EDESTADDRREQ if not connected, -EMSGSIZE above the port's max payload,
  * -EAGAIN when the send queue is full and the call must not wait,
- * -ENETDOWN when its send QP failed and could not be brought back.
+ * -ENETDOWN when its send QP failed and could not be brought back,
+ * -EPIPE after qps_shutdown(SHUT_WR).
  * QPS_MSG_MORE: more datagrams follow immediately; the doorbell may be
  * postponed until a send without it, a flush or progress call, or at most
  * db_delay_us (see "Batched sends and doorbells").
@@ -338,7 +354,9 @@ ssize_t qps_sendto(struct qps_ep *ep, const void *buf, size_t len, int flags,
  * buffer the bytes copied (the rest is dropped; QPS_MSG_TRUNC returns the
  * full length instead). -EAGAIN when nothing is queued and the endpoint is
  * non-blocking or QPS_MSG_DONTWAIT is set; -ETIMEDOUT after
- * QPS_OPT_RCVTIMEO.
+ * QPS_OPT_RCVTIMEO; -EINTR when a signal handler ran while it slept;
+ * -EBADF when another thread closed the endpoint (it wakes); 0 at once
+ * after qps_shutdown(SHUT_RD) once the queue is empty.
  */
 ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags);
 
@@ -346,7 +364,9 @@ ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags);
 ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
 		     struct sockaddr *src, socklen_t *src_len);
 
-/* Options for qps_setopt / qps_getopt; values are int unless noted. */
+/* Options for qps_setopt / qps_getopt; values are int unless noted. A 0/1
+ * option takes any int (nonzero is on) and reads back 0 or 1, as Linux's
+ * boolean socket options do. */
 enum qps_opt {
 	QPS_OPT_NONBLOCK = 1,	/* 0/1: calls never wait */
 	QPS_OPT_RCVBUF,		/* max datagrams queued for qps_recv */
@@ -357,6 +377,7 @@ enum qps_opt {
 	QPS_OPT_PKTINFO,	/* 0/1: fill per-packet metadata */
 	QPS_OPT_ERROR,		/* get only: pending error, cleared on read */
 	QPS_OPT_RXQ_LEN,	/* get only: datagrams queued now */
+	QPS_OPT_REUSEPORT,	/* 0/1: share a bound port, as SO_REUSEPORT */
 };
 
 /**

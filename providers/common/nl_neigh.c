@@ -34,6 +34,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/if_link.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 #include <net/if_arp.h>
@@ -190,6 +191,19 @@ out:
 	rtnl_neigh_put(n);
 }
 
+/* A link event of our netdev: its MTU now (RTM_NEWLINK carries IFLA_MTU),
+ * stored before the generation moves (reset_all's release). */
+static void link_mtu(struct qps_nl_route *r, struct nlmsghdr *nlh)
+{
+	struct nlattr *tb[IFLA_MAX + 1];
+
+	if (nlh->nlmsg_type != RTM_NEWLINK ||
+	    nlmsg_parse(nlh, sizeof(struct ifinfomsg), tb, IFLA_MAX, NULL) < 0 ||
+	    !tb[IFLA_MTU] || nla_len(tb[IFLA_MTU]) < (int)sizeof(uint32_t))
+		return;
+	__atomic_store_n(&r->mtu, nla_get_u32(tb[IFLA_MTU]), __ATOMIC_RELAXED);
+}
+
 static int ev_cb(struct nl_msg *msg, void *arg)
 {
 	struct qps_nl_route *r = arg;
@@ -212,8 +226,10 @@ static int ev_cb(struct nl_msg *msg, void *arg)
 	case RTM_DELLINK:
 		if (nlmsg_datalen(nlh) >= (int)sizeof(struct ifinfomsg) &&
 		    ((struct ifinfomsg *)nlmsg_data(nlh))->ifi_index ==
-		    r->ifindex)
+		    r->ifindex) {
+			link_mtu(r, nlh);
 			reset_all(r);
+		}
 		break;
 	default:
 		break;

@@ -42,6 +42,9 @@ struct qps_nl_route {
 	struct nl_sock *ev;		/* events, non-blocking */
 	struct nl_cb *ev_cb;		/* their handler */
 	uint64_t gen;			/* atomic */
+	/* The netdev's MTU as the last link event (or the owner, at open)
+	 * gave it; 0 = not known. Atomic. */
+	uint32_t mtu;
 	uint64_t next_ns;		/* atomic: next event drain */
 	struct qps_nl_nh nh[QPS_NL_NH_SLOTS];
 	bool nh_overflow;		/* an entry was evicted */

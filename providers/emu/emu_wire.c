@@ -542,7 +542,8 @@ static int pick_addr(struct qps_emu_wire *w, const struct qps_dev_attr *attr,
 	if (attr && attr->addr_set) {
 		uint32_t a = ntohl(attr->addr.s_addr);
 
-		if (a == 0 || a == 0xffffffffu || (a >> 28) == 0xe)
+		if (a == 0 || a == 0xffffffffu || (a >> 28) == 0xe ||
+		    a == (QPS_EMU_NET | 0xff))
 			return -EINVAL;
 		if (addr_in_use(w, attr->addr.s_addr))
 			return -EADDRINUSE;
@@ -803,7 +804,9 @@ int qps_emu_resolve(struct qps_dev *d, struct in_addr dst,
 	unsigned int i;
 	int r;
 
-	if (dst.s_addr == INADDR_BROADCAST) {
+	/* The wire is one /24: its directed broadcast is a broadcast too. */
+	if (dst.s_addr == INADDR_BROADCAST ||
+	    dst.s_addr == htonl(QPS_EMU_NET | 0xff)) {
 		memset(mac_out, 0xff, 6);
 		return 0;
 	}

@@ -29,10 +29,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "prov_sw.h"
+#include "host_port.h"
 #include "igmp.h"
 #include "nl_neigh.h"
 #include "provider.h"
+#include "prov_sw.h"
 
 #define QPS_PACKET_MAX_WR 4096
 #define QPS_PACKET_MAX_CQE 65536
@@ -168,6 +169,7 @@ struct qps_packet_dev {
 	struct qps_sw_mr_table mrs;
 
 	struct qps_nl_route route;	/* common/nl_neigh.h */
+	struct qps_host_ns ns;		/* common/host_port.h */
 
 	/* Counters of destroyed QPs and flows (under lock). */
 	struct qps_dev_counters retired;
@@ -176,6 +178,15 @@ struct qps_packet_dev {
 static inline struct qps_packet_dev *qps_packet_dev(struct qps_dev *d)
 {
 	return qps_packet_container_of(d, struct qps_packet_dev, base);
+}
+
+/* The MTU frames are checked against now: the netdev's, as the last link
+ * event gave it, but never above the one at open, which sized the rings. */
+static inline uint32_t qps_packet_mtu(const struct qps_packet_dev *dev)
+{
+	uint32_t now = __atomic_load_n(&dev->route.mtu, __ATOMIC_RELAXED);
+
+	return now && now < dev->info.mtu ? now : dev->info.mtu;
 }
 
 static inline struct qps_packet_qp *qps_packet_qp(struct qps_qp *q)

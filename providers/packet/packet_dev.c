@@ -129,6 +129,7 @@ static void dev_free(struct qps_packet_dev *dev)
 		close(dev->epfd);
 	if (dev->mc_fd >= 0)
 		close(dev->mc_fd);
+	qps_host_ns_close(&dev->ns);
 	pthread_mutex_destroy(&dev->lock);
 	qps_sw_mr_fini(&dev->mrs);
 	pthread_mutex_destroy(&dev->route.lock);
@@ -176,6 +177,9 @@ static int dev_setup(struct qps_packet_dev *dev, const char *name,
 	/* Every WR is copied at post time, so every frame is "inline". */
 	dev->info.max_inline = dev->info.mtu + QPS_PACKET_ETH_HLEN;
 	dev->info.caps = QPS_DEV_CAP_FLOW;
+	ret = qps_host_ns_open(&dev->ns);
+	if (ret < 0)
+		return ret;
 	return qps_packet_route_open(dev);
 }
 
@@ -198,6 +202,7 @@ static int packet_open(const struct qps_dev_attr *attr,
 		return -ENOMEM;
 	dev->epfd = -1;
 	dev->mc_fd = -1;
+	dev->ns.fd = -1;
 	pthread_mutex_init(&dev->lock, NULL);
 	qps_sw_mr_init(&dev->mrs, QPS_PACKET_MAX_MR);
 	pthread_mutex_init(&dev->route.lock, NULL);
@@ -228,7 +233,10 @@ static int packet_close(struct qps_dev *d)
 
 static int packet_query(struct qps_dev *d, struct qps_dev_info *info)
 {
-	*info = qps_packet_dev(d)->info;
+	struct qps_packet_dev *dev = qps_packet_dev(d);
+
+	*info = dev->info;
+	info->mtu = qps_packet_mtu(dev);
 	return 0;
 }
 
@@ -270,6 +278,13 @@ static int packet_dereg_mr(struct qps_mr *m)
 	return qps_sw_mr_dereg(&qps_packet_dev(m->dev)->mrs, m);
 }
 
+/* The interface is the host's: its ports are held in the kernel too. */
+static int packet_hold_port(struct qps_dev *d, struct in_addr addr,
+			    uint16_t *port, unsigned int flags)
+{
+	return qps_host_port_hold(&qps_packet_dev(d)->ns, addr, port, flags);
+}
+
 int qps_packet_mr_check(struct qps_packet_dev *dev, uint32_t lkey,
 			uintptr_t addr, uint64_t len)
 {
@@ -307,4 +322,5 @@ const struct qps_provider_ops qps_packet_ops = {
 	.mcast_detach = qps_packet_mcast_detach,
 	.resolve = qps_packet_resolve,
 	.route_gen = qps_packet_route_gen,
+	.hold_port = packet_hold_port,
 };

@@ -14,9 +14,14 @@
  * completes with an error in its place in the order. The kernel walks the
  * ring strictly in order, so frames are always used contiguously.
  *
- * The socket has protocol 0 (it never receives), PACKET_QDISC_BYPASS (no
- * qdisc, no taps: tcpdump cannot see these frames) and PACKET_LOSS (a
- * malformed frame is skipped instead of stalling the ring).
+ * The socket has protocol 0 (it never receives) and PACKET_QDISC_BYPASS
+ * (no qdisc, no taps: tcpdump cannot see these frames). Not PACKET_LOSS:
+ * with it the kernel skips a frame it cannot send (one above an MTU
+ * lowered after the post) and hands it back AVAILABLE, exactly as a sent
+ * one, so the loss would pass for a success. Without it the frame comes
+ * back WRONG_FORMAT, the kick fails (EMSGSIZE) and the kernel stops at
+ * it: tx_flush_unsent() completes it with an error and rewinds the ring
+ * to it, where the kernel's position is.
  */
 #define _GNU_SOURCE	/* strerrordesc_np: strerror is not thread safe */
 #include "packet.h"
@@ -63,9 +68,6 @@ int qps_packet_tx_open(struct qps_packet_dev *dev, struct qps_packet_qp *qp)
 	/* Best effort: kernels before 3.14 have no bypass. */
 	(void)setsockopt(qp->tx_fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one,
 			 sizeof(one));
-	if (setsockopt(qp->tx_fd, SOL_PACKET, PACKET_LOSS, &one,
-		       sizeof(one)) < 0)
-		return -errno;
 	fsize = qps_packet_frame_size(PKT_TX_DATA + dev->info.mtu +
 				      QPS_PACKET_ETH_HLEN);
 	ret = qps_packet_ring_setup(qp->tx_fd, PACKET_TX_RING, fsize,
@@ -97,9 +99,11 @@ void qps_packet_tx_close(struct qps_packet_qp *qp)
 }
 
 /*
- * The kick failed for good (interface down or gone): the frames the
- * kernel did not take complete with an error, and the ring is rewound to
- * the first of them, where the kernel's own position still is.
+ * The kick failed for good (interface down or gone, or a frame the kernel
+ * could not send: WRONG_FORMAT, where it stopped): the frames the kernel
+ * did not take complete with an error (that one with a length error), and
+ * the ring is rewound to the first of them, where the kernel's own
+ * position still is.
  */
 static void tx_flush_unsent(struct qps_packet_qp *qp, int err)
 {
@@ -108,15 +112,21 @@ static void tx_flush_unsent(struct qps_packet_qp *qp, int err)
 
 	for (i = qp->sq_tail; i != qp->sq_head; i++) {
 		struct qps_packet_swqe *e = &qp->sq[i & (qp->sq_cnt - 1)];
+		uint32_t s;
 
-		if (!e->in_ring ||
-		    !(tx_status(qp, e->slot) & TP_STATUS_SEND_REQUEST))
+		if (!e->in_ring)
+			continue;
+		s = tx_status(qp, e->slot);
+		if (!(s & (TP_STATUS_SEND_REQUEST | TP_STATUS_WRONG_FORMAT)))
 			continue;
 		if (!found)
 			first = e->slot;
 		found = true;
 		e->in_ring = false;
-		e->status = IBV_WC_GENERAL_ERR;
+		e->status = (s & TP_STATUS_WRONG_FORMAT) ? IBV_WC_LOC_LEN_ERR :
+			    IBV_WC_GENERAL_ERR;
+		if (s & TP_STATUS_WRONG_FORMAT)
+			qps_packet_count(&qp->tx_len_err, 1);
 		/* Release: pairs with our own acquire in tx_status(); the
 		 * kernel never looks at an AVAILABLE frame. */
 		__atomic_store_n(&tx_frame(qp, e->slot)->tp_status,
@@ -180,7 +190,7 @@ static enum ibv_wc_status tx_fill(struct qps_packet_dev *dev,
 		total += wr->sg_list[i].length;
 	*len_out = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 	if (total < QPS_PACKET_ETH_HLEN ||
-	    total > dev->info.mtu + QPS_PACKET_ETH_HLEN)
+	    total > qps_packet_mtu(dev) + QPS_PACKET_ETH_HLEN)
 		return IBV_WC_LOC_LEN_ERR;
 	for (i = 0; i < wr->num_sge; i++) {
 		const struct ibv_sge *s = &wr->sg_list[i];
@@ -273,7 +283,7 @@ int qps_packet_tx_poll(struct qps_packet_qp *qp, int num, struct ibv_wc *wc)
 
 			if (s & PKT_TX_BUSY)
 				break;
-			/* Only without PACKET_LOSS, but never stall on it. */
+			/* Flushed by the kick that met it; never stall. */
 			st = (s & TP_STATUS_WRONG_FORMAT) ? IBV_WC_LOC_LEN_ERR :
 			     IBV_WC_SUCCESS;
 			qp->tx_cons++;

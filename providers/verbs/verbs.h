@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
+#include "host_port.h"
 #include "igmp.h"
 #include "nl_neigh.h"
 #include "provider.h"
@@ -64,6 +65,7 @@ struct qps_verbs_dev {
 	char ifname[IF_NAMESIZE];
 	bool route_open;
 	struct qps_nl_route route;	/* when ifindex */
+	struct qps_host_ns ns;		/* when ifindex: common/host_port.h */
 
 	pthread_mutex_t lock;		/* mcast list */
 	struct qps_igmp_memb *mcast;	/* common/igmp.h */
@@ -202,6 +204,8 @@ int qps_verbs_detach_mcast(struct qps_qp *qp, const union ibv_gid *gid,
 /* verbs_neigh.c */
 int qps_verbs_route_open(struct qps_verbs_dev *vd);
 void qps_verbs_route_close(struct qps_verbs_dev *vd);
+int qps_verbs_hold_port(struct qps_dev *dev, struct in_addr addr,
+			uint16_t *port, unsigned int flags);
 int qps_verbs_resolve(struct qps_dev *dev, struct in_addr dst,
 		      uint8_t mac_out[6]);
 uint64_t qps_verbs_route_gen(struct qps_dev *dev);

@@ -493,6 +493,7 @@ static int qps_verbs_open(const struct qps_dev_attr *attr,
 		return -ENOMEM;
 	}
 	vd->port = port;
+	vd->ns.fd = -1;
 	pthread_mutex_init(&vd->lock, NULL);
 	pthread_mutex_init(&vd->route.lock, NULL);
 	ret = open_device(vd, ibdev, attr);
@@ -568,4 +569,5 @@ const struct qps_provider_ops qps_verbs_ops = {
 	.destroy_ah = qps_verbs_destroy_ah,
 	.attach_mcast = qps_verbs_attach_mcast,
 	.detach_mcast = qps_verbs_detach_mcast,
+	.hold_port = qps_verbs_hold_port,
 };

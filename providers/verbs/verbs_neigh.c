@@ -9,11 +9,16 @@
  * Multicast membership: the NIC sends no IGMP, so the kernel joins the
  * group on the netdev for us (common/igmp.c). The frames themselves reach
  * the QP through steering rules (raw packet) or ibv_attach_mcast (UD).
+ *
+ * Ports: a port with a netdev is the host's, so a bound endpoint's port is
+ * held in the kernel too (common/host_port.c); without one (a device
+ * this namespace cannot see) the core's table alone holds it.
  */
 #include <arpa/inet.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "host_port.h"
 #include "igmp.h"
 #include "verbs.h"
 
@@ -23,6 +28,12 @@ int qps_verbs_route_open(struct qps_verbs_dev *vd)
 
 	if (!vd->ifindex)
 		return 0;
+	ret = qps_host_ns_open(&vd->ns);
+	if (ret) {
+		qps_verbs_log("%s: its network namespace: %s", vd->info.name,
+			      qps_verbs_strerror(-ret));
+		return ret;
+	}
 	ret = qps_nl_route_open(&vd->route, vd->ifindex, vd->ifname, "verbs",
 				"QPS_VERBS_RESOLVE_MS");
 	if (ret) {
@@ -41,6 +52,17 @@ void qps_verbs_route_close(struct qps_verbs_dev *vd)
 	if (vd->route_open)
 		qps_nl_route_close(&vd->route);
 	vd->route_open = false;
+	qps_host_ns_close(&vd->ns);
+}
+
+int qps_verbs_hold_port(struct qps_dev *dev, struct in_addr addr,
+			uint16_t *port, unsigned int flags)
+{
+	struct qps_verbs_dev *vd = qps_verbs_dev(dev);
+
+	if (!vd->ifindex)
+		return -EOPNOTSUPP;
+	return qps_host_port_hold(&vd->ns, addr, port, flags);
 }
 
 int qps_verbs_resolve(struct qps_dev *dev, struct in_addr dst,

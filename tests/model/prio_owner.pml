@@ -33,6 +33,8 @@
  * Checked:
  *  - at most one owner at a time, and only the owner drains or posts;
  *  - no item posted twice;
+ *  - no send overtakes its producer's previous one: a bypass finds none of
+ *    its own producer's items still queued (qps_prio_backlog());
  *  - no stranded item: once every producer and the reaper are done,
  *    posted + dropped == NPROD * NITEMS, the band is empty, the word is 0;
  *  - invalid end states, and ltl "drained": every execution gets there.
@@ -43,6 +45,10 @@
  *				seq_cst (the store-buffer race)
  *  MUT_PLAIN_FLAG		flag by load + store instead of CAS
  *  MUT_PLAIN_TAKE		bypass takes the word by load + store
+ *  MUT_RELAXED_BACKLOG	the backlog look reads the ring's head relaxed,
+ *				so it may see a value older than a claim
+ *				that precedes it in the seq_cst order (a
+ *				producer that skipped the flag write)
  *
  * Reachability probes (spin -DREACH_...) assert false on a path the
  * properties depend on, so each must fail too; a probe that passed would
@@ -80,6 +86,8 @@ byte head;			/* band ring: claim index */
 byte cons;			/* band ring: consumer index */
 short cell_seq[CAP];		/* position words, as other CPUs see them */
 bool backlog;
+byte whose[TOTAL];		/* ghost: pid that claimed each position */
+byte pend[NPROD + 2];		/* ghost: a pid's items queued, not posted */
 
 /* Ghosts. */
 byte owner = NONE;		/* pid of the current owner */
@@ -149,6 +157,7 @@ inline drain()
 			:: i < k ->
 				assert(!done[c + i]);
 				done[c + i] = true;
+				pend[whose[c + i]]--;
 				posted++;
 				i++
 			:: else -> break
@@ -168,6 +177,12 @@ inline drain()
 inline compute_backlog()
 {
 	h = head;
+#ifdef MUT_RELAXED_BACKLOG
+	do
+	:: h > cons -> h--
+	:: break
+	od;
+#endif
 	c = cons;
 	n = USED(h, c);
 	if
@@ -279,7 +294,8 @@ inline push(sc, mine)
 {
 	atomic {
 		if
-		:: USED(head, cons) < CAP -> pos = head; head++; ok = true
+		:: USED(head, cons) < CAP -> pos = head; head++; ok = true;
+			whose[pos] = _pid; pend[_pid]++
 		:: else -> ok = false
 		fi
 	}
@@ -327,7 +343,11 @@ proctype producer()
 			/* Bypass: post our item directly; the post may
 			 * refuse, which the model never lets it do here
 			 * (refusals are modelled in drain()). */
-			atomic { assert(owner == _pid); posted++ };
+			atomic {
+				assert(owner == _pid);
+				assert(pend[_pid] == 0);	/* no overtaking */
+				posted++
+			};
 #ifdef REACH_BYPASS
 			assert(false);
 #endif

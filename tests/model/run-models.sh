@@ -116,7 +116,7 @@ check prio_owner "$own_b" safety pass
 check prio_owner "$own_b" ltl pass
 check prio_owner "-DNPROD=3 -DNITEMS=1 -DCAP=2" safety pass
 for m in MUT_NO_MISSED_RECHECK MUT_SKIP_RELEASE_PUBLISH MUT_PLAIN_FLAG \
-	 MUT_PLAIN_TAKE REACH_SKIP REACH_REDRAIN REACH_KICK_RUN REACH_BYPASS \
+	 MUT_PLAIN_TAKE MUT_RELAXED_BACKLOG REACH_SKIP REACH_REDRAIN REACH_KICK_RUN REACH_BYPASS \
 	 REACH_LINGER_HIT; do
 	check prio_owner "$own_b -D$m" safety fail
 done

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A kernel UDP socket bound where a qpsock endpoint is bound. The frames
+ * of that port reach the kernel's stack too (an AF_PACKET tap steals
+ * nothing), and a port nobody holds there is answered with ICMP
+ * port-unreachable, which a connected kernel sender reads as
+ * ECONNREFUSED and loses a datagram to. Held in the kernel's table, the
+ * port also becomes exclusive host-wide under the kernel's own
+ * SO_REUSEADDR / SO_REUSEPORT rules (VMA keeps such an OS socket behind
+ * every offloaded one for the same reasons).
+ *
+ * The socket must never deliver: a filter that accepts nothing drops the
+ * kernel's copy of each datagram before it is queued (counted by the
+ * kernel as a socket drop, no buffer filled), IP_MULTICAST_ALL 0 keeps
+ * other sockets' groups away, and the smallest receive buffer bounds
+ * anything that gets past both.
+ */
+#define _GNU_SOURCE	/* setns */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "host_port.h"
+#include "provider.h"
+
+static int ns_ino(int fd, uint64_t *ino)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	*ino = (uint64_t)st.st_ino;
+	return 0;
+}
+
+int qps_host_ns_open(struct qps_host_ns *ns)
+{
+	int ret;
+
+	ns->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (ns->fd < 0)
+		return -errno;
+	ret = ns_ino(ns->fd, &ns->ino);
+	if (ret < 0)
+		qps_host_ns_close(ns);
+	return ret;
+}
+
+void qps_host_ns_close(struct qps_host_ns *ns)
+{
+	if (ns->fd >= 0)
+		close(ns->fd);
+	ns->fd = -1;
+}
+
+/* Whether the calling thread is in @ns (one readlink: "net:[inode]");
+ * on error, assume it is. */
+static bool ns_here(const struct qps_host_ns *ns)
+{
+	char link[64];
+	ssize_t n = readlink("/proc/thread-self/ns/net", link,
+			     sizeof(link) - 1);
+	unsigned long long ino;
+
+	if (n <= 0)
+		return true;
+	link[n] = '\0';
+	if (sscanf(link, "net:[%llu]", &ino) != 1)
+		return true;
+	return ino == ns->ino;
+}
+
+static int set_int(int fd, int level, int opt, int v)
+{
+	return setsockopt(fd, level, opt, &v, sizeof(v)) < 0 ? -errno : 0;
+}
+
+static int hold(int fd, struct in_addr addr, uint16_t *port,
+		unsigned int flags)
+{
+	static struct sock_filter drop_all[] = {
+		BPF_STMT(BPF_RET | BPF_K, 0),
+	};
+	struct sock_fprog prog = { .len = 1, .filter = drop_all };
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	int ret;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog,
+		       sizeof(prog)) < 0)
+		return -errno;
+	ret = set_int(fd, SOL_SOCKET, SO_RCVBUF, 1);
+	if (!ret)
+		ret = set_int(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0);
+	/* The context's address may not be configured on the netdev (yet,
+	 * or ever: a test double's): the port is held all the same. */
+	if (!ret)
+		ret = set_int(fd, IPPROTO_IP, IP_FREEBIND, 1);
+	if (!ret && (flags & QPS_HOLD_REUSEADDR))
+		ret = set_int(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+	if (!ret && (flags & QPS_HOLD_REUSEPORT))
+		ret = set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+	if (ret < 0)
+		return ret;
+	sin.sin_addr = addr;
+	sin.sin_port = *port;
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		return -errno;
+	if (getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
+		return -errno;
+	*port = sin.sin_port;
+	return 0;
+}
+
+int qps_host_port_hold(const struct qps_host_ns *ns, struct in_addr addr,
+		       uint16_t *port, unsigned int flags)
+{
+	int here = -1, fd, ret;
+
+	/* A thread of another namespace binds: make the socket in the
+	 * device's, then go back (setns is per thread). */
+	if (ns->fd >= 0 && !ns_here(ns)) {
+		here = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (here < 0)
+			return -errno;
+		if (setns(ns->fd, CLONE_NEWNET) < 0) {
+			ret = -errno;
+			close(here);
+			return ret;
+		}
+	}
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	ret = fd < 0 ? -errno : 0;
+	if (here >= 0) {
+		/* Back where the caller was: failing that would leave the
+		 * thread in the wrong namespace for good, so it cannot be
+		 * ignored, but there is nothing to undo it with either. */
+		if (setns(here, CLONE_NEWNET) < 0 && !ret)
+			ret = -errno;
+		close(here);
+	}
+	if (ret < 0) {
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	ret = hold(fd, addr, port, flags);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
