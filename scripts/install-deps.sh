@@ -22,7 +22,9 @@ set -euo pipefail
 # clang (+ libclang-rt-14-dev: libFuzzer), valgrind, cppcheck, clang-tidy,
 # spin: the reliability checks (fuzzing, memcheck, static analysis, model
 # checking of the band ring and the owner hand-off).
-# python3: scripts/check-api-doc.py (docs/api.md against the header).
+# python3: scripts/check-api-doc.py (docs/api.md against the header);
+# python3-matplotlib: scripts/plot_stat.py (qps_stat --record to PNGs);
+# bsdutils: script(1), the pseudo-terminal test_stat_e2e.sh runs qps_stat in.
 PKGS=(
 	build-essential
 	cmake
@@ -46,6 +48,8 @@ PKGS=(
 	clang-tidy
 	spin
 	python3
+	python3-matplotlib
+	bsdutils
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then

@@ -210,7 +210,7 @@ install_check() {
 
 	# 0. Installed programs find the library with no loader help.
 	local prog
-	for prog in qps_send_bw qps_send_lat qps_demo qps_echo; do
+	for prog in qps_send_bw qps_send_lat qps_stat qps_demo qps_echo; do
 		if env -u LD_LIBRARY_PATH ldd "$prefix/bin/$prog" |
 			grep 'not found'; then
 			echo "install: $prog does not find its libraries" >&2

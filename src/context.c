@@ -15,6 +15,7 @@
 #include "endpoint.h"
 #include "rx.h"
 #include "sq.h"
+#include "stat.h"
 #include "ud.h"
 
 _Static_assert(QPS_TX_POLICY_HASH == (int)QPS_TXQ_POLICY_HASH &&
@@ -273,6 +274,8 @@ static void qps_ctx_teardown(struct qps_ctx *ctx)
 		qps_txq_destroy(ctx->txq);
 	if (ctx->dev)
 		ops->close(ctx->dev);
+	/* Last: every counter block lives in it. */
+	qps_stat_close(ctx);
 	free(ctx->ept.eps);
 	pthread_mutex_destroy(&ctx->rx.lock);
 	free(ctx);
@@ -412,6 +415,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ret = qps_ctx_ud_check(ctx);
 	if (!ret)
 		ret = qps_ctx_tx_path(ctx, attr);
+	if (!ret)
+		ret = qps_stat_open(ctx, attr);
 	if (ret < 0)
 		goto err;
 	if (ctx->info.mtu < QPS_IP_HLEN + QPS_UDP_HLEN) {
@@ -452,6 +457,7 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 
 	ret = ctx->ops->get_event_fd(ctx->dev);
 	ctx->event_fd = ret >= 0 ? ret : -1;
+	qps_stat_start(ctx);
 
 	*ctx_out = ctx;
 	return 0;
@@ -467,7 +473,10 @@ int qps_ctx_destroy(struct qps_ctx *ctx)
 
 	if (ret < 0)
 		return ret;
+	/* Sleepers are woken first; the publisher reads what teardown
+	 * frees, so it stops before that. */
 	qps_ep_release_all(ctx);
+	qps_stat_stop(ctx);
 	qps_db_stop(ctx);
 	qps_tx_poll(ctx, QPS_TXF_CLOSE);
 	qps_ctx_teardown(ctx);
@@ -529,113 +538,4 @@ int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)
 	info->tx_depth = ctx->tx_depth;
 	info->rx_depth = ctx->rx.depth;
 	return 0;
-}
-
-/* The send queues' counters, each read under its own lock. */
-static void qps_ctx_stats_sq(struct qps_ctx *ctx, struct qps_stats *all)
-{
-	uint32_t i;
-
-	for (i = 0; i < ctx->nsq; i++) {
-		struct qps_sq_stats s;
-
-		pthread_mutex_lock(&ctx->sq[i].lock);
-		s = ctx->sq[i].st;
-		pthread_mutex_unlock(&ctx->sq[i].lock);
-		all->tx_packets += s.packets;
-		all->tx_bytes += s.bytes;
-		all->tx_errors += s.errors;
-		all->tx_wqes += s.wqes;
-		all->tx_doorbells += s.doorbells;
-		all->tx_bf += s.bf;
-		all->tx_flush_send += s.flush[QPS_TXF_SEND];
-		all->tx_flush_explicit += s.flush[QPS_TXF_EXPLICIT];
-		all->tx_flush_poll += s.flush[QPS_TXF_POLL];
-		all->tx_flush_close += s.flush[QPS_TXF_CLOSE];
-		all->tx_flush_full += s.flush[QPS_TXF_FULL];
-		all->tx_flush_timer += s.flush[QPS_TXF_TIMER];
-		all->tx_signaled += s.signaled;
-		all->tx_reaped += s.reaped;
-		all->qp_errors += s.qp_errors;
-		all->qp_recoveries += s.qp_recoveries;
-	}
-}
-
-/* Priority bands: snapshots, approximate while threads send. */
-static void qps_ctx_stats_bands(struct qps_ctx *ctx, struct qps_stats *all)
-{
-	struct qps_prio_stats ps;
-	unsigned int b;
-	uint32_t i;
-
-	for (i = 0; i < ctx->nsq; i++) {
-		if (qps_prio_stats(ctx->sq[i].prio, &ps) < 0)
-			continue;
-		for (b = 0; b < QPS_PRIO_BANDS; b++) {
-			all->tx_band_enqueued[b] += ps.band[b].enqueued;
-			all->tx_band_bypassed[b] += ps.band[b].bypassed;
-			all->tx_band_drops[b] += ps.band[b].drops;
-			all->tx_band_depth[b] += ps.band[b].depth;
-			all->tx_band_bytes[b] += ps.band[b].bytes;
-		}
-	}
-}
-
-/* Send-QP selection: summed over its per-thread shards. */
-static void qps_ctx_stats_txq(struct qps_ctx *ctx, struct qps_stats *all)
-{
-	struct qps_txq_stats t;
-
-	all->tx_queues = ctx->nsq;
-	if (qps_txq_stats(ctx->txq, &t) < 0)
-		return;
-	all->txq_picks_cached = t.picks_cached;
-	all->txq_picks_computed = t.picks_computed;
-	all->txq_flows_new = t.flow_new;
-	all->txq_flow_moves = t.flow_moves;
-	all->txq_flow_deferred = t.flow_deferred;
-	all->txq_resets_connect = t.resets[QPS_TXQ_RESET_CONNECT];
-	all->txq_resets_route = t.resets[QPS_TXQ_RESET_ROUTE];
-	all->txq_resets_qp = t.resets[QPS_TXQ_RESET_QP];
-}
-
-int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
-{
-	QPS_ERRNO_GUARD;
-	struct qps_dev_counters dc;
-	struct qps_stats all;
-	int ret = qps_ctx_check(ctx);
-
-	if (ret < 0)
-		return ret;
-	if (!st && size)
-		return -EFAULT;
-
-	pthread_mutex_lock(&ctx->rx.lock);
-	all = ctx->st;
-	pthread_mutex_unlock(&ctx->rx.lock);
-	qps_ctx_stats_sq(ctx, &all);
-	qps_ctx_stats_txq(ctx, &all);
-	qps_ctx_stats_bands(ctx, &all);
-	qps_ud_stats(ctx, &all);
-
-	memset(&dc, 0, sizeof(dc));
-	if (ctx->ops->counters(ctx->dev, &dc) == 0) {
-		all.wqes = dc.wqes;
-		/* A BlueFlame write rings the device too (it is how the
-		 * direct path rings a small last WQE). */
-		all.doorbells = dc.doorbells + dc.bf_writes;
-		all.bf_writes = dc.bf_writes;
-		all.tx_cqes = dc.tx_cqes;
-		all.rx_cqes = dc.rx_cqes;
-		all.dev_tx_drops = dc.tx_drops;
-		all.dev_rx_drops = dc.rx_drops;
-	}
-	if (all.tx_wqes)
-		all.tx_db_ppm = all.tx_doorbells * 1000000u / all.tx_wqes;
-	if (size > sizeof(all))
-		size = sizeof(all);
-	if (size)
-		memcpy(st, &all, size);
-	return (int)size;
 }

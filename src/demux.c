@@ -210,17 +210,18 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 	r = qps_mc_lookup(QPS_RCU_LOAD(ctx->dmx.mc_tab), fi->hdr.daddr,
 			  fi->hdr.dport);
 	if (!r) {
-		ctx->st.rx_no_endpoint++;
+		ctx->st->rx_no_endpoint++;
 		return;
 	}
 	if (r->neps == 1) {
 		/* Early demux: the rule carries its only subscriber. */
 		if (qps_mc_accept(r, &i, &fi->hdr)) {
 			qps_rxq_push_locked(r->s[0].ep, buf, fi, ts);
-			ctx->st.rx_demux_early++;
+			ctx->st->rx_demux_early++;
 		} else {
-			ctx->st.rx_mc_filtered++;
-			ctx->st.rx_no_endpoint++;
+			ctx->st->rx_mc_filtered++;
+			r->s[0].ep->sb->rx_filtered++;
+			ctx->st->rx_no_endpoint++;
 		}
 		return;
 	}
@@ -228,17 +229,18 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 		struct qps_ep *ep = r->s[i].ep;
 
 		if (!qps_mc_accept(r, &i, &fi->hdr)) {
-			ctx->st.rx_mc_filtered++;
+			ctx->st->rx_mc_filtered++;
+			ep->sb->rx_filtered++;
 			continue;
 		}
 		hit++;
 		queued += qps_rxq_push_locked(ep, buf, fi, ts);
 	}
 	if (hit) {
-		ctx->st.rx_demux_fanout++;
-		ctx->st.rx_fanout_deliveries += queued;
+		ctx->st->rx_demux_fanout++;
+		ctx->st->rx_fanout_deliveries += queued;
 	} else {
-		ctx->st.rx_no_endpoint++;
+		ctx->st->rx_no_endpoint++;
 	}
 }
 
@@ -256,10 +258,10 @@ static void qps_demux_bcast(struct qps_ctx *ctx, uint32_t buf,
 		queued += qps_rxq_push_locked(ep, buf, fi, ts);
 	}
 	if (hit) {
-		ctx->st.rx_demux_fanout++;
-		ctx->st.rx_fanout_deliveries += queued;
+		ctx->st->rx_demux_fanout++;
+		ctx->st->rx_fanout_deliveries += queued;
 	} else {
-		ctx->st.rx_no_endpoint++;
+		ctx->st->rx_no_endpoint++;
 	}
 }
 
@@ -279,7 +281,7 @@ static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
 	    c->dport == h->dport &&
 	    (c->daddr == INADDR_ANY || c->daddr == h->daddr)) {
 		qps_rxq_push_locked(c->ep, buf, fi, ts);
-		ctx->st.rx_demux_connected++;
+		ctx->st->rx_demux_connected++;
 		return;
 	}
 	ep = qps_bind_first(ctx, h->dport);
@@ -292,11 +294,11 @@ static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
 		}
 	}
 	if (!best) {
-		ctx->st.rx_no_endpoint++;
+		ctx->st->rx_no_endpoint++;
 		return;
 	}
 	qps_rxq_push_locked(best, buf, fi, ts);
-	ctx->st.rx_demux_bound++;
+	ctx->st->rx_demux_bound++;
 }
 
 uint32_t qps_demux_key(const struct qps_frame_info *fi)

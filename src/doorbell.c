@@ -61,17 +61,17 @@ int qps_db_ring_locked(struct qps_sq *sq, enum qps_txf cause)
 	/* since_sig counts the WQEs written after the last signalled one:
 	 * none means the tail asked already. */
 	if (sq->since_sig) {
-		sq->st.signaled++;
+		sq->st->signaled++;
 		sq->since_sig = 0;
 	}
 	ret = sq->path->ring(sq, &bf);
 	if (ret > 0)
-		sq->st.doorbells += (uint64_t)ret;
-	sq->st.bf += bf;
+		sq->st->doorbells += (uint64_t)ret;
+	sq->st->bf += bf;
 	/* Relaxed: a hint for callers without the lock (qps_tx_run_end,
 	 * qps_tx_poll); the decision is taken under it. */
 	__atomic_store_n(&sq->unrung, 0, __ATOMIC_RELAXED);
-	sq->st.flush[cause]++;
+	sq->st->flush[cause]++;
 	/* Relaxed: the flusher reads it as a hint and decides under
 	 * sq->lock, which we hold. */
 	__atomic_store_n(&sq->db_armed, false, __ATOMIC_RELAXED);

@@ -149,6 +149,7 @@ static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 	/* Release: ep->local is set before a sender that sees bound
 	 * (acquire in qps_ep_autobind) builds a frame from it. */
 	__atomic_store_n(&ep->bound, true, __ATOMIC_RELEASE);
+	qps_stat_ep_publish_locked(ep);
 	return 0;
 }
 
@@ -225,6 +226,7 @@ static void qps_ep_free_locked(struct qps_ep *ep)
 int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 {
 	QPS_ERRNO_GUARD;
+	struct qps_stat_ep *sb;
 	struct qps_ep *ep;
 	int ret = qps_ctx_check(ctx);
 
@@ -247,7 +249,9 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 		ctx->ept.free_tail = NULL;
 	ctx->ept.nused++;
 
+	sb = ep->sb;
 	memset(ep, 0, sizeof(*ep));
+	ep->sb = sb;
 	ep->ctx = ctx;
 	ep->efd = ep->epfd = -1;
 	ep->kfd = -1;
@@ -263,6 +267,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 		return ret;
 	}
 	qps_ep_set_state(ep, QPS_EP_OPEN);
+	qps_stat_ep_open_locked(ep);
 	pthread_mutex_unlock(&ctx->ctl_lock);
 	*ep_out = ep;
 	return 0;
@@ -300,6 +305,7 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	qps_rxq_drain_locked(ep);
 	pthread_mutex_unlock(&ctx->rx.lock);
 	qps_ep_free_locked(ep);
+	qps_stat_ep_publish_locked(ep);
 }
 
 int qps_ep_close(struct qps_ep *ep)
@@ -388,6 +394,7 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 					    QPS_TXQ_RESET_CONNECT);
 		ep->connected = false;
 		memset(&ep->peer, 0, sizeof(ep->peer));
+		qps_stat_ep_publish_locked(ep);
 		qps_retire_flush(ctx);
 		pthread_mutex_unlock(&ctx->ctl_lock);
 		qps_sq_unlock_all(ctx);
@@ -437,6 +444,7 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 				.dport = sin->sin_port,
 			};
 			ep->connected = true;
+			qps_stat_ep_publish_locked(ep);
 		}
 		qps_retire_flush(ctx);
 		pthread_mutex_unlock(&ctx->ctl_lock);
@@ -598,6 +606,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		/* Clamped like SO_RCVBUF: the ring was sized at creation. */
 		pthread_mutex_lock(&ep->ctx->rx.lock);
 		ep->rcvbuf = (uint32_t)v > ep->rxq_cap ? ep->rxq_cap : (uint32_t)v;
+		ep->sb->rcvbuf = ep->rcvbuf;
 		pthread_mutex_unlock(&ep->ctx->rx.lock);
 		break;
 	case QPS_OPT_REUSEADDR:
@@ -616,6 +625,8 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		if (v < 0 || v > 15)
 			return -EINVAL;
 		ep->priority = v;
+		atomic_store_explicit(&ep->sb->priority, v,
+				      memory_order_relaxed);
 		break;
 	case QPS_OPT_RCVTIMEO:
 		if (v < 0)

@@ -24,6 +24,7 @@ struct qps_conn;
 struct qps_ctx;
 struct qps_ep_mc;
 struct qps_rxd;
+struct qps_stat_ep;
 
 /* A MAC address in the low 48 bits of a word, so that it can be loaded and
  * stored whole (struct qps_ep peer_mac48). */
@@ -114,6 +115,10 @@ struct qps_ep {
 	uint32_t nmc;
 	uint32_t mc_cap;
 	struct qps_ep *free_next;	/* FIFO of reusable slots, ctl_lock */
+	/* Its slot in the stats segment (stat_shm.h): fixed for the
+	 * context's lifetime, so it survives the memset of a reused slot
+	 * only by being set again in qps_ep_create. */
+	struct qps_stat_ep *sb;
 };
 
 /*

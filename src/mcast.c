@@ -280,11 +280,11 @@ static void qps_mc_count(struct qps_ctx *ctx, int joins, int leaves,
 			 int rules, int created)
 {
 	pthread_mutex_lock(&ctx->rx.lock);
-	ctx->st.mc_joins += joins;
-	ctx->st.mc_leaves += leaves;
-	ctx->st.mc_rule_refs += joins - leaves;
-	ctx->st.mc_rules += rules;
-	ctx->st.mc_rules_created += created;
+	ctx->st->mc_joins += joins;
+	ctx->st->mc_leaves += leaves;
+	ctx->st->mc_rule_refs += joins - leaves;
+	ctx->st->mc_rules += rules;
+	ctx->st->mc_rules_created += created;
 	pthread_mutex_unlock(&ctx->rx.lock);
 }
 
@@ -523,6 +523,8 @@ int qps_join(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len)
 	ctx = ep->ctx;
 	pthread_mutex_lock(&ctx->ctl_lock);
 	ret = qps_join_locked(ep, &mr);
+	if (ret == 0)
+		qps_stat_ep_publish_locked(ep);
 	qps_retire_flush(ctx);
 	pthread_mutex_unlock(&ctx->ctl_lock);
 	return ret;
@@ -554,6 +556,8 @@ int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len)
 			i++;
 		}
 	}
+	if (found)
+		qps_stat_ep_publish_locked(ep);
 	qps_retire_flush(ctx);
 	pthread_mutex_unlock(&ctx->ctl_lock);
 	return found ? 0 : -EADDRNOTAVAIL;

@@ -52,7 +52,7 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 	if (!sq->qp_err) {
 		/* Relaxed: a hint for qps_tx_poll (tx.c). */
 		__atomic_store_n(&sq->qp_err, true, __ATOMIC_RELAXED);
-		sq->st.qp_errors++;
+		sq->st->qp_errors++;
 	}
 	if (sq->unrung)
 		qps_db_ring_locked(sq, QPS_TXF_POLL);
@@ -99,7 +99,7 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 		return ret;
 	}
 	__atomic_store_n(&sq->qp_err, false, __ATOMIC_RELAXED);
-	sq->st.qp_recoveries++;
+	sq->st->qp_recoveries++;
 	if (sq->idx == 0) {
 		pthread_mutex_lock(&ctx->rx.lock);
 		ret = qps_rx_refill_locked(ctx);

@@ -18,6 +18,7 @@
 #include "frames.h"
 #include "provider.h"
 #include "rx.h"
+#include "stat.h"
 #include "txq_select.h"
 
 #define QPS_DEFAULT_DEPTH 256
@@ -35,7 +36,8 @@
 			  QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_DB_DELAY | \
 			  QPS_CTX_ATTR_NUM_TXQ | QPS_CTX_ATTR_TXQ_POLICY | \
 			  QPS_CTX_ATTR_TXQ_FLOWS | QPS_CTX_ATTR_TX_SIGNAL | \
-			  QPS_CTX_ATTR_TRANSPORT | QPS_CTX_ATTR_BUSY_POLL)
+			  QPS_CTX_ATTR_TRANSPORT | QPS_CTX_ATTR_BUSY_POLL | \
+			  QPS_CTX_ATTR_STATS)
 
 #ifndef container_of
 #define container_of(ptr, type, member) \
@@ -63,17 +65,6 @@ struct qps_route_slot {
 	uint64_t gen;
 	uint8_t mac[6];
 	bool valid;
-};
-
-/* Why the send queue's doorbell was rung (struct qps_stats tx_flush_*). */
-enum qps_txf {
-	QPS_TXF_SEND,		/* end of a burst: nothing more followed */
-	QPS_TXF_EXPLICIT,	/* qps_ctx_flush, qps_flush */
-	QPS_TXF_POLL,		/* progress and receive calls */
-	QPS_TXF_CLOSE,		/* endpoint close, context destroy */
-	QPS_TXF_FULL,		/* send slots or send queue full mid-burst */
-	QPS_TXF_TIMER,		/* the bounded delay expired */
-	QPS_TXF_MAX
 };
 
 /*
@@ -159,9 +150,11 @@ struct qps_ctx {
 	struct qps_ep_tab ept;
 	struct qps_demux dmx;
 
-	/* Counters: rx_* and mc_* under rx.lock. The send path counts in
-	 * its send queues (sq->st) and in txq; qps_ctx_stats adds them. */
-	struct qps_stats st;
+	/* Counters: rx_* and mc_* under rx.lock, in the stats segment
+	 * (stat.h). The send path counts in its send queues (sq->st, in the
+	 * segment too) and in txq; qps_ctx_stats adds them. */
+	struct qps_stats *st;
+	struct qps_stat stat;
 };
 
 /* context.c */

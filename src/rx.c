@@ -132,7 +132,7 @@ void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 	if (ctx->rx.qp_err)
 		return;
 	if (qps_rx_post(ctx, buf) < 0)
-		ctx->st.rx_errors++;
+		ctx->st->rx_errors++;
 }
 
 int qps_rx_refill_locked(struct qps_ctx *ctx)
@@ -144,7 +144,7 @@ int qps_rx_refill_locked(struct qps_ctx *ctx)
 		if (ctx->rx.ref[i])
 			continue;
 		if (qps_rx_post(ctx, i) < 0) {
-			ctx->st.rx_errors++;
+			ctx->st->rx_errors++;
 			ret = -EIO;
 		}
 	}
@@ -227,7 +227,8 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 	uint32_t pos;
 
 	if (ep->rxq_count >= ep->rcvbuf) {
-		ctx->st.rx_queue_full++;
+		ctx->st->rx_queue_full++;
+		ep->sb->rx_queue_full++;
 		return false;
 	}
 	pos = (ep->rxq_head + ep->rxq_count) % ep->rxq_cap;
@@ -243,13 +244,18 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			*ts = qps_rx_now_ns();
 		ep->rxts[pos] = *ts;
 		d->meta = 1;
-		ctx->st.rx_pktinfo++;
+		ctx->st->rx_pktinfo++;
 	}
 	ctx->rx.ref[buf]++;
-	ctx->st.rx_packets++;
-	ctx->st.rx_bytes += fi->payload_len;
+	ctx->st->rx_packets++;
+	ctx->st->rx_bytes += fi->payload_len;
+	ep->sb->rx_packets++;
+	ep->sb->rx_bytes += fi->payload_len;
 	if (ep->rxq_count++ == 0)
 		qps_ep_signal(ep);
+	ep->sb->rxq_depth = ep->rxq_count;
+	if (ep->rxq_count > ep->sb->rxq_hwm)
+		ep->sb->rxq_hwm = ep->rxq_count;
 	return true;
 }
 
@@ -282,20 +288,20 @@ static bool qps_rx_check_ud(struct qps_ctx *ctx, const struct ibv_wc *wc,
 	int ret;
 
 	if (!(wc->wc_flags & IBV_WC_GRH)) {
-		ctx->st.rx_ud_bad_grh++;
+		ctx->st->rx_ud_bad_grh++;
 		return false;
 	}
 	ret = qps_ud_parse(qps_rx_buf_addr(ctx, it->buf), wc->byte_len,
 			   &it->fi, &qpn);
 	if (ret == -EPROTO) {
-		ctx->st.rx_ud_bad_grh++;
+		ctx->st->rx_ud_bad_grh++;
 		return false;
 	}
 	if (ret < 0) {
-		ctx->st.rx_ud_bad_hdr++;
+		ctx->st->rx_ud_bad_hdr++;
 		return false;
 	}
-	ctx->st.rx_bad[QPS_RX_OK]++;
+	ctx->st->rx_bad[QPS_RX_OK]++;
 	qps_ud_learn(ctx, it->fi.hdr.saddr, qpn);
 	return true;
 }
@@ -308,14 +314,14 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 	it->ok = false;
 	it->buf = UINT32_MAX;
 	if (wc->wr_id >= ctx->rx.depth) {
-		ctx->st.rx_errors++;
+		ctx->st->rx_errors++;
 		return;
 	}
 	it->buf = (uint32_t)wc->wr_id;
 	/* Progress holds a reference while it demultiplexes. */
 	ctx->rx.ref[it->buf] = 1;
 	if (wc->status != IBV_WC_SUCCESS || wc->byte_len > ctx->rx.buf_size) {
-		ctx->st.rx_errors++;
+		ctx->st->rx_errors++;
 		/* An error completion: the QP is in the error state. Written
 		 * under rx.lock; qp_recover.c reads it as a hint without. */
 		if (wc->status != IBV_WC_SUCCESS &&
@@ -330,7 +336,7 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 	}
 	why = qps_frame_parse(qps_rx_buf_addr(ctx, it->buf), wc->byte_len,
 			      &it->fi);
-	ctx->st.rx_bad[why]++;
+	ctx->st->rx_bad[why]++;
 	it->ok = why == QPS_RX_OK;
 }
 
@@ -521,11 +527,14 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 		}
 	}
 	if (!(flags & QPS_MSG_PEEK)) {
-		if (trunc)
-			ctx->st.rx_truncated++;
+		if (trunc) {
+			ctx->st->rx_truncated++;
+			ep->sb->rx_truncated++;
+		}
 		ep->rxq_head = (ep->rxq_head + 1) % ep->rxq_cap;
 		if (--ep->rxq_count == 0)
 			qps_ep_unsignal(ep);
+		ep->sb->rxq_depth = ep->rxq_count;
 		qps_rx_buf_put_locked(ctx, d.buf);
 	}
 	return (flags & QPS_MSG_TRUNC) ? (ssize_t)d.len : (ssize_t)n;

@@ -46,6 +46,7 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	sq->ctx = ctx;
 	sq->idx = idx;
 	sq->path = ctx->tx_ops;
+	sq->st = &ctx->stat.sq[idx];
 	ret = pthread_mutex_init(&sq->lock, NULL);
 	if (ret)
 		return -ret;

@@ -34,21 +34,6 @@
 #include "sq_mlx4.h"
 #include "sq_path.h"
 
-/* Send-path counters of one send queue (struct qps_stats tx_*). */
-struct qps_sq_stats {
-	uint64_t packets;
-	uint64_t bytes;
-	uint64_t errors;
-	uint64_t wqes;
-	uint64_t doorbells;
-	uint64_t bf;
-	uint64_t flush[QPS_TXF_MAX];	/* why the doorbell was rung */
-	uint64_t qp_errors;		/* times the QP failed (qp_recover.c) */
-	uint64_t qp_recoveries;		/* times it was brought back */
-	uint64_t signaled;		/* WQEs that asked for a completion */
-	uint64_t reaped;		/* WQEs completed, signalled or not */
-};
-
 /*
  * What the band owner needs to post a parked slot, written by its producer
  * under sq->lock before the slot enters a band and read by the owner under
@@ -111,7 +96,7 @@ struct qps_sq {
 	bool qp_dead;			/* recovery failed: sends -ENETDOWN */
 	uint16_t ip_id;
 	struct qps_route_slot route[QPS_ROUTE_SLOTS];
-	struct qps_sq_stats st;
+	struct qps_sq_stats *st;		/* in the stats segment (stat.h) */
 } __attribute__((aligned(QPS_CACHELINE)));
 
 /* The priority bands of send queue @q (tests: pause, resume, hooks). */

@@ -67,9 +67,9 @@ static void qps_sq_generic_drop(struct qps_sq *sq)
 	uint32_t n = 0;
 
 	for (wr = sq->pend_head; wr; wr = wr->next) {
-		sq->st.errors++;
+		sq->st->errors++;
 		if (wr->send_flags & IBV_SEND_SIGNALED)
-			sq->st.signaled--;
+			sq->st->signaled--;
 		n++;
 	}
 	qps_tx_posted_unpush(sq, n);

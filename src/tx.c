@@ -91,8 +91,8 @@ uint32_t qps_tx_reclaim_locked(struct qps_sq *sq)
 	if (!n)
 		return 0;
 	qps_tx_reap_upto(sq, sq->posted[(sq->post_head - 1) & sq->post_mask]);
-	sq->st.errors += n;
-	sq->st.reaped += n;
+	sq->st->errors += n;
+	sq->st->reaped += n;
 	qps_txq_complete(sq->ctx->txq, (int)sq->idx, n);
 	return n;
 }
@@ -126,7 +126,7 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 			uint32_t k = qps_tx_reap_upto(sq, wc[i].wr_id);
 
 			if (wc[i].status != IBV_WC_SUCCESS || !k)
-				sq->st.errors++;
+				sq->st->errors++;
 			if (wc[i].status != IBV_WC_SUCCESS)
 				failed = true;
 			if (!k)
@@ -140,7 +140,7 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 					     done) < 0)
 			qps_log_dbg("send queue %u: %u completions beyond "
 				    "the posted count", sq->idx, done);
-		sq->st.reaped += done;
+		sq->st->reaped += done;
 		total += (int)done;
 	} while (n == QPS_RX_POLL_BATCH);
 	if (failed) {
@@ -149,7 +149,7 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 		 * at the next progress call. */
 		if (ctx->info.caps & QPS_DEV_CAP_QP_ERR) {
 			if (!sq->qp_err)
-				sq->st.qp_errors++;
+				sq->st->qp_errors++;
 			/* Relaxed: see qps_tx_poll. */
 			__atomic_store_n(&sq->qp_err, true, __ATOMIC_RELAXED);
 		}
@@ -233,7 +233,7 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 	if (ret < 0) {
 		/* Posted by the band owner after its sender returned:
 		 * tx_errors is where the loss shows. */
-		sq->st.errors++;
+		sq->st->errors++;
 		qps_txq_enqueue_cancel(ctx->txq, (int)sq->idx, 1);
 		qps_tx_slot_put(sq, slot);
 		return ret;
@@ -241,13 +241,13 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 	qps_tx_posted_push(sq, slot);
 	if (sig) {
 		sq->since_sig = 0;
-		sq->st.signaled++;
+		sq->st->signaled++;
 	} else {
 		sq->since_sig++;
 	}
 	/* Relaxed: see qps_db_ring_locked. */
 	__atomic_store_n(&sq->unrung, sq->unrung + 1, __ATOMIC_RELAXED);
-	sq->st.wqes++;
+	sq->st->wqes++;
 	if (!more)
 		ret = qps_db_ring_locked(sq, QPS_TXF_SEND);
 	else if (!qps_tx_room_locked(sq))
@@ -284,8 +284,8 @@ static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
 		qps_txq_flow_commit(ctx->txq, m->hash, (int)sq->idx, head);
 	qps_txq_park(ctx->txq, (int)sq->idx, -1);
 	if (ret == 0) {
-		sq->st.packets++;
-		sq->st.bytes += m->bytes;
+		sq->st->packets++;
+		sq->st->bytes += m->bytes;
 	}
 }
 
@@ -585,6 +585,9 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 		pthread_mutex_lock(&sq->lock);
 		qps_txq_park(sq->ctx->txq, (int)sq->idx, -1);
 		qps_tx_slot_put(sq, slot);
+		ep->sb->tx_packets--;
+		ep->sb->tx_bytes -= len;
+		ep->sb->tx_drops++;
 		pthread_mutex_unlock(&sq->lock);
 	}
 	return ret < 0 ? ret : 0;
@@ -687,6 +690,11 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	};
 	/* Parked until posted: the flow table holds its flow on this QP. */
 	qps_txq_park(ctx->txq, (int)sq->idx, 1);
+	/* The endpoint's counters, under this queue's lock (stat_shm.h);
+	 * qps_tx_band takes a refused one back. */
+	ep->sb->tx_packets++;
+	ep->sb->tx_bytes += len;
+	ep->sb->txq = (int32_t)sq->idx;
 	/* The owner's post takes sq->lock: hand the slot over without it. */
 	pthread_mutex_unlock(&sq->lock);
 	r->sq = NULL;

@@ -2,6 +2,7 @@
 #include "t_util.h"
 
 #include <CUnit/Basic.h>
+#include <dirent.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -378,4 +379,25 @@ int t_excluded(const char *file, const char *func)
 		return 1;
 	}
 	return 0;
+}
+
+int t_stat_reap(int pid)
+{
+	char prefix[64], path[384];
+	struct dirent *e;
+	DIR *d = opendir("/dev/shm");
+	int n = 0;
+
+	if (!d)
+		return 0;
+	snprintf(prefix, sizeof(prefix), "qpsock-stat.%d.", pid);
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		if (unlink(path) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
 }

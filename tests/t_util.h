@@ -129,6 +129,10 @@ uint64_t t_now_ms(void);
  * stderr), -2 when waitpid failed. */
 int t_wait_child(int pid, int timeout_ms);
 
+/* Remove the stats segments (/dev/shm/qpsock-stat.<pid>.*) of a process
+ * the test killed; returns how many there were. */
+int t_stat_reap(int pid);
+
 /* The IPv4 address @s (dotted quad) in network order; 0 if malformed. */
 uint32_t t_ip4(const char *s);
 

@@ -302,6 +302,8 @@ static void test_kill_mid_burst(void)
 		/* Mid-burst: it goes on delivering into R while we wait. */
 		usleep(200 + rand_r(&seed) % 3000);
 		CU_ASSERT_EQUAL(kill(pid, SIGKILL), 0);
+		/* What qps_stat would remove: the victim's stats segment. */
+		t_stat_reap(pid);
 		if (zombie > 0) {
 			CU_ASSERT_EQUAL(waitpid(zombie, &wst, 0), zombie);
 			zombie = 0;

@@ -29,6 +29,7 @@ cleanup() {
 	if [[ -n "$spid" ]] && kill -0 "$spid" 2>/dev/null; then
 		kill "$spid" 2>/dev/null
 		wait "$spid" 2>/dev/null
+		rm -f "/dev/shm/qpsock-stat.$spid".*
 	fi
 	rm -f "/dev/shm/qpsock-emu-$wire"
 	rm -rf "$tmp"
@@ -68,6 +69,8 @@ server_rc() {
 		echo "server still running after 30 s" >> "$tmp/srv.log"
 	fi
 	wait "$spid" || rc=$?
+	# Killed, it could not unlink its stats segment (qps_stat would).
+	rm -f "/dev/shm/qpsock-stat.$spid".*
 	spid=
 	return $rc
 }

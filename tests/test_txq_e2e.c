@@ -93,7 +93,7 @@ static uint64_t sq_packets(struct qps_ctx *ctx, uint32_t q)
 	uint64_t n;
 
 	pthread_mutex_lock(&ctx->sq[q].lock);
-	n = ctx->sq[q].st.packets;
+	n = ctx->sq[q].st->packets;
 	pthread_mutex_unlock(&ctx->sq[q].lock);
 	return n;
 }

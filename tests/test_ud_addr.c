@@ -511,7 +511,7 @@ static void test_txqs_share(void)
 		}
 	for (q = 0; q < a->nsq; q++) {
 		pthread_mutex_lock(&a->sq[q].lock);
-		used += a->sq[q].st.packets > 0;
+		used += a->sq[q].st->packets > 0;
 		pthread_mutex_unlock(&a->sq[q].lock);
 	}
 	T_GE(used, 2);

@@ -54,6 +54,7 @@ enum qps_ctx_attr_mask {
 	QPS_CTX_ATTR_TX_SIGNAL = 1 << 11,
 	QPS_CTX_ATTR_TRANSPORT = 1 << 12,
 	QPS_CTX_ATTR_BUSY_POLL = 1 << 13,
+	QPS_CTX_ATTR_STATS = 1 << 14,
 };
 
 /*
@@ -112,6 +113,8 @@ enum qps_tx_policy {
  *	before it sleeps, the endpoints' default for QPS_OPT_BUSY_POLL, as
  *	SO_BUSY_POLL (default $QPS_BUSY_POLL, else QPS_BUSY_POLL_DEFAULT_US;
  *	at most QPS_BUSY_POLL_MAX_US; 0 = sleep at once).
+ * @stats: 1: publish the counters in /dev/shm for qps_stat, 0: keep them
+ *	private (default 1, or 0 when the environment has QPS_STATS=0).
  */
 struct qps_ctx_attr {
 	uint64_t comp_mask;
@@ -129,6 +132,7 @@ struct qps_ctx_attr {
 	uint32_t tx_signal;
 	uint32_t transport;
 	uint32_t busy_poll_us;
+	uint32_t stats;
 };
 
 #define QPS_TX_SIGNAL_DEFAULT 16
@@ -551,6 +555,61 @@ struct qps_rxmsg {
  * -EFAULT: @msg NULL, or @msg->buf NULL with @msg->len > 0.
  */
 ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags);
+
+/*
+ * Endpoint counters (also published for qps_stat: docs/stat.md).
+ */
+
+#define QPS_EP_STATS_GROUPS 8
+
+/**
+ * struct qps_ep_counters - one endpoint: what it is bound to and its
+ * counters since qps_ep_create().
+ * @local: the bound address; sin_family AF_UNSPEC while unbound.
+ * @peer: the connected peer; sin_family AF_UNSPEC unless connected.
+ * @priority, @band: QPS_OPT_PRIORITY and the priority band it maps to.
+ * @txq: the send queue of its last send (a connected endpoint's cached
+ *	pick), -1 before the first.
+ * @rcvbuf: QPS_OPT_RCVBUF; @rxq_depth: datagrams queued now; @rxq_hwm: the
+ *	most ever queued at once.
+ * @ngroups: memberships held; the first QPS_EP_STATS_GROUPS in @groups
+ *	(group, source; iface and ifindex are 0).
+ * @rx_packets, @rx_bytes: datagrams (payload bytes) queued for it.
+ * @rx_queue_full: dropped, its receive queue full; @rx_truncated: cut by
+ *	a short receive buffer; @rx_filtered: datagrams of a group it joined
+ *	that its source filter or connected peer refused.
+ * @tx_packets, @tx_bytes: datagrams (payload bytes) accepted by its send
+ *	calls; @tx_drops: refused after the frame was built (-EAGAIN: band
+ *	full).
+ */
+struct qps_ep_counters {
+	struct sockaddr_in local;
+	struct sockaddr_in peer;
+	int32_t priority;
+	uint32_t band;
+	int32_t txq;
+	uint32_t rcvbuf;
+	uint32_t rxq_depth;
+	uint32_t rxq_hwm;
+	uint32_t ngroups;
+	uint32_t reserved;
+	uint64_t rx_packets;
+	uint64_t rx_bytes;
+	uint64_t rx_queue_full;
+	uint64_t rx_truncated;
+	uint64_t rx_filtered;
+	uint64_t tx_packets;
+	uint64_t tx_bytes;
+	uint64_t tx_drops;
+	struct qps_mreq groups[QPS_EP_STATS_GROUPS];
+};
+
+/**
+ * qps_ep_stats - copy up to @size bytes of struct qps_ep_counters into @st;
+ * returns the number of bytes written, as qps_ctx_stats.
+ * -EBADF: @ep NULL or closed; -EFAULT: @st NULL with @size > 0.
+ */
+int qps_ep_stats(struct qps_ep *ep, struct qps_ep_counters *st, size_t size);
 
 /*
  * UD transport (QPS_TRANSPORT_UD).

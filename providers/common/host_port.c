@@ -20,7 +20,8 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <sched.h>
-#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -63,15 +64,18 @@ void qps_host_ns_close(struct qps_host_ns *ns)
  * on error, assume it is. */
 static bool ns_here(const struct qps_host_ns *ns)
 {
-	char link[64];
+	char link[64], *end;
 	ssize_t n = readlink("/proc/thread-self/ns/net", link,
 			     sizeof(link) - 1);
 	unsigned long long ino;
 
-	if (n <= 0)
+	if (n <= 5)
 		return true;
 	link[n] = '\0';
-	if (sscanf(link, "net:[%llu]", &ino) != 1)
+	if (strncmp(link, "net:[", 5) != 0)
+		return true;
+	ino = strtoull(link + 5, &end, 10);
+	if (*end != ']')
 		return true;
 	return ino == ns->ino;
 }
