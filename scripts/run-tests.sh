@@ -163,7 +163,8 @@ ctest_asan() {
 	asan_env
 	echo "ASAN_OPTIONS=$ASAN_OPTIONS"
 	echo "UBSAN_OPTIONS=$UBSAN_OPTIONS"
-	run_ctest build-asan
+	# Instrumented code: a woken thread takes longer to run again.
+	QPS_TEST_WAKE_MS=${QPS_TEST_WAKE_MS:-50} run_ctest build-asan
 }
 
 # ThreadSanitizer: only the suites that race on purpose are built and run.

@@ -23,7 +23,8 @@
 # The *_verbs runs of the suites (through tests/verbs/run-on-shim.sh in a
 # network namespace) are not repeated here: same suites, same core code.
 # Sizes: QPS_TEST_PRIO_MSGS (test_prio's threaded runs) is lowered to
-# 20000 unless set. Environment: QPS_VALGRIND_JOBS (default 2),
+# 20000 unless set; QPS_TEST_WAKE_MS (test_endpoint's bound on a wake-up)
+# is raised to 250. Environment: QPS_VALGRIND_JOBS (default 2),
 # QPS_VALGRIND_TIMEOUT (s per suite, default 600).
 set -uo pipefail
 
@@ -63,6 +64,8 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 fi
 
 export QPS_TEST_PRIO_MSGS=${QPS_TEST_PRIO_MSGS:-20000}
+# valgrind runs one thread at a time: a woken receiver waits its turn.
+export QPS_TEST_WAKE_MS=${QPS_TEST_WAKE_MS:-250}
 jobs=${QPS_VALGRIND_JOBS:-2}
 tmo=${QPS_VALGRIND_TIMEOUT:-600}
 logs=$(mktemp -d /tmp/qps-valgrind.XXXXXX)

@@ -20,9 +20,9 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
