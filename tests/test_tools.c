@@ -416,6 +416,8 @@ static void test_parse_connection(void)
 }
 
 static const struct parse_case bad_cases[] = {
+	{ PERF_TEST_BW, "-H", "-H is for latency tests" },
+	{ PERF_TEST_LAT, "-H -D 2", "-H needs samples" },
 	{ PERF_TEST_BW, "-s 0", "-s" },
 	{ PERF_TEST_BW, "-s 8388609", "-s" },
 	{ PERF_TEST_BW, "-s abc", "-s" },
@@ -653,6 +655,20 @@ static void test_lat_percentiles(void)
 	CU_ASSERT_DOUBLE_EQUAL(r.t_max, 5000.0, 1e-9);
 	CU_ASSERT_DOUBLE_EQUAL(r.t_typical, (500.0 + 501.0) / 2 / 2, 1e-9);
 	CU_ASSERT_DOUBLE_EQUAL(r.t_avg, 500.5 / 2, 1e-9);
+	{
+		/* -H: the kept samples, half trips, sorted, with a header. */
+		char *out = NULL;
+		size_t olen = 0;
+		FILE *f = open_memstream(&out, &olen);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		perf_print_lat_samples(f, scratch, 1000);
+		fclose(f);
+		CU_ASSERT(strncmp(out, "#, usec\n1, 0.500\n2, 1.000\n", 26) == 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1000, 500.000\n"));
+		CU_ASSERT_PTR_NULL(strstr(out, "1001, "));
+		free(out);
+	}
 
 	/* perftest's note: with 1000 iterations 99.9% is t_max. */
 	for (i = 1; i < 1000; i++)

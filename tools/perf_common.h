@@ -69,6 +69,7 @@ struct perf_opts {
 	bool cpu_freq_f;	/* -F */
 	bool report_gbits;	/* --report_gbits */
 	bool no_peak;		/* -N */
+	bool histogram;		/* -H: every latency sample */
 	const char *provider;	/* --provider; NULL = qpsock's default */
 	const char *dev;	/* --dev */
 	int priority;		/* --priority; -1 = not set */
@@ -133,6 +134,8 @@ int perf_lat_compute(const uint64_t *tposted, uint64_t iters, uint64_t size,
 		     uint64_t *scratch, struct perf_lat_result *r);
 int perf_lat_dur_compute(uint64_t iters, uint64_t size, uint64_t ns,
 			 struct perf_lat_dur_result *r);
+/* -H: the @kept sorted round trips of perf_lat_compute, as half trips. */
+void perf_print_lat_samples(FILE *f, const uint64_t *sorted, uint64_t kept);
 double perf_percentile_sorted(const uint64_t *sorted, uint64_t kept,
 			      double p);
 

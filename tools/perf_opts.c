@@ -42,6 +42,7 @@ static const struct option perf_long_opts[] = {
 	{ "MGID", required_argument, NULL, 'M' },
 	{ "CPU-freq", no_argument, NULL, 'F' },
 	{ "noPeak", no_argument, NULL, 'N' },
+	{ "report-histogram", no_argument, NULL, 'H' },
 	{ "port", required_argument, NULL, 'p' },
 	{ "ib-dev", required_argument, NULL, 'd' },
 	{ "dev", required_argument, NULL, 'd' },
@@ -92,6 +93,7 @@ void perf_usage(FILE *f, enum perf_test test, const char *prog)
 		"  -F, --CPU-freq        accepted (time is CLOCK_MONOTONIC, no CPU clock check)\n"
 		"      --report_gbits    report Gb/s instead of MB/s\n"
 		"  -N, --noPeak          do not compute the peak bandwidth\n"
+		"  -H, --report-histogram  latency: print every sample kept (usec, sorted)\n"
 		"  -p, --port=N          TCP handshake port and UDP data port (default %u)\n"
 		"      --provider=NAME   emu (default), packet or verbs\n"
 		"  -d, --dev=NAME        emu wire / netdev / RDMA device\n"
@@ -212,6 +214,10 @@ static int perf_check(struct perf_opts *o, FILE *err, bool tx_set,
 		fprintf(err, "%s: -D cannot be used with -a\n", o->prog);
 		return -EINVAL;
 	}
+	if (o->duration && o->histogram) {
+		fprintf(err, "%s: -H needs samples: use -n, not -D\n", o->prog);
+		return -EINVAL;
+	}
 	if (!bw && o->num_qps != 1) {
 		fprintf(err, "%s: latency tests use one QP (-q 1)\n", o->prog);
 		return -EINVAL;
@@ -265,7 +271,7 @@ int perf_parse(int argc, char **argv, enum perf_test test,
 	/* optind 0 makes glibc start over, so tests can parse many times. */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":c:s:an:D:q:l:Q:t:r:I:gM:FNp:d:h",
+	while ((c = getopt_long(argc, argv, ":c:s:an:D:q:l:Q:t:r:I:gM:FNHp:d:h",
 				perf_long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
@@ -360,6 +366,14 @@ int perf_parse(int argc, char **argv, enum perf_test test,
 			break;
 		case 'N':
 			o->no_peak = true;
+			break;
+		case 'H':
+			if (test != PERF_TEST_LAT) {
+				fprintf(err, "%s: -H is for latency tests\n",
+					o->prog);
+				return -EINVAL;
+			}
+			o->histogram = true;
 			break;
 		case 'p':
 			if (perf_num(optarg, 1, 65535, &v))

@@ -160,6 +160,17 @@ int perf_lat_compute(const uint64_t *tposted, uint64_t iters, uint64_t size,
 	return 0;
 }
 
+void perf_print_lat_samples(FILE *f, const uint64_t *sorted, uint64_t kept)
+{
+	uint64_t i;
+
+	/* perftest's -H: a header, then "index, usec" per half round trip. */
+	fprintf(f, "#, usec\n");
+	for (i = 0; i < kept; i++)
+		fprintf(f, "%llu, %.3f\n", (unsigned long long)(i + 1),
+			(double)sorted[i] / 2000.0);
+}
+
 int perf_lat_dur_compute(uint64_t iters, uint64_t size, uint64_t ns,
 			 struct perf_lat_dur_result *r)
 {

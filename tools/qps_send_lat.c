@@ -190,6 +190,9 @@ static int lat_report(struct lat_run *lr, const struct perf_counters *c)
 			return -ENOMEM;
 		ret = perf_lat_compute(lr->tposted, lr->count, lr->size,
 				       scratch, &r);
+		if (ret == 0 && o->histogram)
+			perf_print_lat_samples(stdout, scratch,
+					       lr->count - 1 - PERF_LAT_TAIL);
 		free(scratch);
 		if (ret < 0)
 			return ret;
