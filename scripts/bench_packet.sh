@@ -15,7 +15,9 @@
 #   Ping-pong, 64-byte sockperf messages, half round trip:
 #     qps      qps_bench packet pp -> qps_echo -B (both qpsock, busy-polling)
 #     sockperf sockperf pp -> sockperf sr (kernel UDP on both sides)
-#     sockperf->qps_echo  kernel client against the qpsock server
+#     sockperf->qps_echo  kernel client against the qpsock server, busy
+#              (-B) and in its default mode (blocking receives with the
+#              busy-poll budget), whose idle CPU is measured first
 #   The kernel socket behind a bound port: bind time held vs. the core's
 #   table alone (qps_bench packet bind), and a kernel peer's sendmmsg rate
 #   to a held and an unheld qpsock port (qps_bench packet hold).
@@ -139,7 +141,7 @@ inA "$bench" packet pp --dev "$VA" --dst 10.77.0.2 --port 11111 \
 	--secs "$pp_secs" > "$tmp/pp.out"
 qps_avg=$(field lat_avg_us < "$tmp/pp.out")
 qps_p50=$(field lat_p50_us < "$tmp/pp.out")
-sp_avg=0; sp_p50=0; spq_avg=0
+sp_avg=0; sp_p50=0; spq_avg=0; spq_p50=0; spd_avg=0; spd_p50=0; idle_pct=0
 if command -v sockperf >/dev/null; then
 	sp_lat() { # avg and p50 of a sockperf pp output
 		awk '/Summary: Latency is/ { a = $5 }
@@ -147,7 +149,22 @@ if command -v sockperf >/dev/null; then
 	}
 	inA sockperf pp -i 10.77.0.2 -p 11111 -m 64 -t "$pp_secs" \
 		> "$tmp/spq.out" 2>&1 || true
-	read -r spq_avg _ < <(sp_lat "$tmp/spq.out")
+	read -r spq_avg spq_p50 < <(sp_lat "$tmp/spq.out")
+	# qps_echo in its default mode (blocking receives, the default
+	# busy-poll budget): first its CPU while idle, then under sockperf.
+	ip netns exec "$B" taskset -c 1 "$echo_bin" --provider packet \
+		-d "$VB" -p 11113 > "$tmp/echod.out" 2>&1 &
+	epid=$!
+	pids+=("$epid")
+	sleep 0.5
+	cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+	t0=$(cpu_ticks "$epid")
+	sleep 3
+	idle_pct=$(awk -v a="$t0" -v b="$(cpu_ticks "$epid")" \
+		-v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz / 3 * 100 }')
+	inA sockperf pp -i 10.77.0.2 -p 11113 -m 64 -t "$pp_secs" \
+		> "$tmp/spd.out" 2>&1 || true
+	read -r spd_avg spd_p50 < <(sp_lat "$tmp/spd.out")
 	ip netns exec "$B" taskset -c 1 sockperf sr -i 10.77.0.2 -p 11112 \
 		> "$tmp/sr.out" 2>&1 &
 	pids+=($!)
@@ -208,6 +225,9 @@ if [[ $json -eq 1 ]]; then
 		"${qps_avg:-0}" "${qps_p50:-0}" "$sp_avg" "$sp_p50" "$spq_avg"
 	printf '{"bench":"packet","ratios":{"qps32_over_qps1":%s,"raw32_over_raw1":%s,"qps32_over_sendmmsg32":%s,"qps32_over_trafgen":%s,"qps_over_sockperf_half_rtt_avg":%s,"qps_over_sockperf_half_rtt_p50":%s}}\n' \
 		"$r_batch" "$r_raw" "$r_mmsg" "$r_tg" "$r_lat" "$r_lat50"
+	printf '{"bench":"packet","case":"echo_modes","size":64,"sockperf_to_qps_echo_default_avg_us":%s,"sockperf_to_qps_echo_default_p50_us":%s,"sockperf_to_qps_echo_busy_avg_us":%s,"sockperf_to_qps_echo_busy_p50_us":%s,"sockperf_to_kernel_avg_us":%s,"sockperf_to_kernel_p50_us":%s,"default_over_kernel_p50":%s,"qps_echo_idle_cpu_pct":%s}\n' \
+		"$spd_avg" "$spd_p50" "$spq_avg" "$spq_p50" "$sp_avg" "$sp_p50" \
+		"$(ratio "$spd_p50" "$sp_p50")" "$idle_pct"
 	printf '{"bench":"packet","case":"held_port","bind_held_ns":%s,"bind_table_ns":%s,"rx_held_pps_median":%s,"rx_table_pps_median":%s,"rx_held_over_table":%s}\n' \
 		"${bind_held:-0}" "${bind_table:-0}" "${med[rx_held]}" \
 		"${med[rx_table]}" "$(ratio "${med[rx_held]}" "${med[rx_table]}")"
@@ -221,7 +241,9 @@ done
 echo "ping-pong, 64 bytes, half round trip (us):"
 printf '  qpsock pp -> qps_echo -B    avg %s  p50 %s\n' "$qps_avg" "$qps_p50"
 printf '  sockperf pp -> sockperf sr  avg %s  p50 %s\n' "$sp_avg" "$sp_p50"
-printf '  sockperf pp -> qps_echo -B  avg %s\n' "$spq_avg"
+printf '  sockperf pp -> qps_echo -B  avg %s  p50 %s\n' "$spq_avg" "$spq_p50"
+printf '  sockperf pp -> qps_echo     avg %s  p50 %s  (default mode: busy-poll budget, then sleep; idle CPU %s%%)\n' \
+	"$spd_avg" "$spd_p50" "$idle_pct"
 echo "the kernel socket behind a bound port:"
 printf '  bind: %s ns held in the kernel, %s ns in the table alone\n' \
 	"$bind_held" "$bind_table"
