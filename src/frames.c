@@ -114,7 +114,9 @@ uint32_t qps_csum_copy(void *dst, const void *src, size_t len, uint32_t sum)
 		d += sizeof(w);
 		len -= sizeof(w);
 	}
-	memcpy(d, s, len);
+	/* A zero-length datagram may come with a NULL buffer. */
+	if (len)
+		memcpy(d, s, len);
 	return qps_csum_fold64(qps_csum_tail(acc, d, len));
 }
 
