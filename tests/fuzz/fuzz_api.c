@@ -99,7 +99,7 @@ static int pick_opt(struct fuzz_in *in)
 {
 	uint8_t k = fuzz_u8(in);
 
-	return k & 0x80 ? (int)fuzz_u32(in) : (int)(k % 13) - 1;
+	return k & 0x80 ? (int)fuzz_u32(in) : (int)(k % 15) - 1;
 }
 
 static int pick_int(struct fuzz_in *in)
@@ -188,6 +188,7 @@ static void check_readback(struct qps_ep *ep, int opt, int v)
 	switch (opt) {
 	case QPS_OPT_NONBLOCK:
 	case QPS_OPT_REUSEADDR:
+	case QPS_OPT_REUSEPORT:
 	case QPS_OPT_PKTINFO:
 		FUZZ_CHECK(*got == (v != 0));
 		break;
@@ -219,7 +220,10 @@ static void op_setopt(struct fuzz_in *in)
 	FUZZ_CHECK(r <= 0);
 	if (r == 0) {
 		FUZZ_CHECK(ep && val && len == sizeof(int));
-		FUZZ_CHECK(opt >= QPS_OPT_NONBLOCK && opt <= QPS_OPT_PKTINFO);
+		FUZZ_CHECK((opt >= QPS_OPT_NONBLOCK &&
+			    opt <= QPS_OPT_PKTINFO) ||
+			   opt == QPS_OPT_REUSEPORT ||
+			   opt == QPS_OPT_BUSY_POLL);
 		check_readback(ep, opt, v);
 	} else {
 		FUZZ_CHECK(r == -ENOPROTOOPT || r == -EINVAL ||
