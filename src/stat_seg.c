@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "sq.h"
+#include "proc_start.h"
 #include "stat.h"
 #include "ud.h"
 
@@ -77,38 +78,6 @@ static uint64_t qps_stat_realtime_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Field 22 of /proc/self/stat: with the pid, it names this process even
- * after the pid is reused. 0 when unreadable. */
-static uint64_t qps_stat_start_ticks(void)
-{
-	char buf[1024];
-	unsigned long long v = 0;
-	const char *p;
-	char *end;
-	ssize_t n;
-	int fd, i;
-
-	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* The command may hold spaces and parentheses: skip past the last
-	 * ')', then fields 3..21. */
-	p = strrchr(buf, ')');
-	for (i = 0; p && i < 20; i++)
-		p = strchr(p + 1, ' ');
-	if (p) {
-		v = strtoull(p + 1, &end, 10);
-		if (end == p + 1 || *end != ' ')
-			v = 0;
-	}
-	return v;
 }
 
 static void qps_stat_comm(char *out, size_t len)
@@ -195,7 +164,7 @@ static void qps_stat_hdr_fill(struct qps_ctx *ctx, struct qps_stat_hdr *h,
 	h->size = ctx->stat.size;
 	h->pid = (int32_t)getpid();
 	h->ctx_id = id;
-	h->start_ticks = qps_stat_start_ticks();
+	h->start_ticks = qps_proc_start_ticks("/proc/self/stat");
 	h->created_ns = qps_stat_realtime_ns();
 	qps_stat_comm(h->comm, sizeof(h->comm));
 	memcpy(h->provider, ctx->provider, sizeof(h->provider));

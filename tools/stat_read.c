@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_start.h"
 #include "stat_read.h"
 
 /* A writer stopped mid-update (killed) would keep a count odd forever. */
@@ -148,45 +149,17 @@ void sr_close(struct sr_seg *s)
 	s->map = NULL;
 }
 
-/* Field 22 of /proc/<pid>/stat, 0 when unreadable. */
-static uint64_t sr_start_ticks(int pid)
-{
-	char path[64], buf[1024];
-	unsigned long long v = 0;
-	const char *p;
-	char *end;
-	ssize_t n;
-	int fd, i;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	for (i = 0; p && i < 20; i++)
-		p = strchr(p + 1, ' ');
-	if (p) {
-		v = strtoull(p + 1, &end, 10);
-		if (end == p + 1 || *end != ' ')
-			v = 0;
-	}
-	return v;
-}
-
 int sr_alive(int pid, uint64_t start_ticks)
 {
+	char path[64];
 	uint64_t now;
 
 	if (kill(pid, 0) < 0 && errno != EPERM)
 		return 0;
 	if (!start_ticks)
 		return 1;
-	now = sr_start_ticks(pid);
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	now = qps_proc_start_ticks(path);
 	/* A zombie still has its /proc entry and start time. */
 	return !now || now == start_ticks;
 }
