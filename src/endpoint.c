@@ -258,6 +258,8 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	ep->rxq_cap = ctx->rx.depth;
 	ep->rcvbuf = ctx->rx.depth;
 	ep->busy_poll_us = (int)ctx->busy_poll_us;
+	ep->ttl = QPS_IP_TTL_DEFAULT;
+	ep->mc_ttl = QPS_IP_MC_TTL_DEFAULT;
 	ep->rxq = calloc(ep->rxq_cap, sizeof(*ep->rxq));
 	ret = ep->rxq ? qps_ep_fds(ep) : -ENOMEM;
 	if (ret < 0) {
@@ -570,6 +572,26 @@ static int qps_opt_int(const void *val, socklen_t len, int *out)
 	return 0;
 }
 
+/*
+ * IP_TTL, IP_MULTICAST_TTL and IP_TOS as Linux takes them: -1 restores the
+ * default. A multicast TTL of 0 (the host only) is refused: qpsock does not
+ * loop multicast back to local subscribers, so nothing would be delivered.
+ */
+static int qps_ep_set_hdr_opt(struct qps_ep *ep, int opt, int v)
+{
+	uint8_t *field = opt == QPS_OPT_TTL ? &ep->ttl :
+			 opt == QPS_OPT_MULTICAST_TTL ? &ep->mc_ttl : &ep->tos;
+
+	if (v == -1)
+		v = opt == QPS_OPT_TTL ? QPS_IP_TTL_DEFAULT :
+		    opt == QPS_OPT_MULTICAST_TTL ? QPS_IP_MC_TTL_DEFAULT : 0;
+	if (v > 255 || v < (opt == QPS_OPT_TOS ? 0 : 1))
+		return -EINVAL;
+	/* Read by senders without a lock (tx.c). */
+	__atomic_store_n(field, (uint8_t)v, __ATOMIC_RELAXED);
+	return 0;
+}
+
 int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 {
 	QPS_ERRNO_GUARD;
@@ -584,6 +606,9 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_REUSEADDR:
 	case QPS_OPT_REUSEPORT:
 	case QPS_OPT_BUSY_POLL:
+	case QPS_OPT_TTL:
+	case QPS_OPT_MULTICAST_TTL:
+	case QPS_OPT_TOS:
 	case QPS_OPT_PRIORITY:
 	case QPS_OPT_RCVTIMEO:
 	case QPS_OPT_SNDTIMEO:
@@ -621,6 +646,10 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		/* Read by receivers without a lock, once per call. */
 		__atomic_store_n(&ep->busy_poll_us, v, __ATOMIC_RELAXED);
 		break;
+	case QPS_OPT_TTL:
+	case QPS_OPT_MULTICAST_TTL:
+	case QPS_OPT_TOS:
+		return qps_ep_set_hdr_opt(ep, opt, v);
 	case QPS_OPT_PRIORITY:
 		if (v < 0 || v > 15)
 			return -EINVAL;
@@ -677,6 +706,15 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		break;
 	case QPS_OPT_BUSY_POLL:
 		v = __atomic_load_n(&ep->busy_poll_us, __ATOMIC_RELAXED);
+		break;
+	case QPS_OPT_TTL:
+		v = __atomic_load_n(&ep->ttl, __ATOMIC_RELAXED);
+		break;
+	case QPS_OPT_MULTICAST_TTL:
+		v = __atomic_load_n(&ep->mc_ttl, __ATOMIC_RELAXED);
+		break;
+	case QPS_OPT_TOS:
+		v = __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
 		break;
 	case QPS_OPT_PRIORITY:
 		v = ep->priority;

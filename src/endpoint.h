@@ -17,6 +17,8 @@
 
 #define QPS_DEFAULT_MAX_EP 1024
 #define QPS_MAX_EP 65536u	/* the largest max_ep */
+#define QPS_IP_TTL_DEFAULT 64	/* Linux's net.ipv4.ip_default_ttl */
+#define QPS_IP_MC_TTL_DEFAULT 1	/* IP_MULTICAST_TTL's default */
 #define QPS_EPHEMERAL_LO 32768
 #define QPS_EPHEMERAL_HI 60999
 
@@ -68,6 +70,11 @@ struct qps_ep {
 	int priority;
 	int rcvtimeo_ms;
 	int busy_poll_us;	/* QPS_OPT_BUSY_POLL */
+	/* IPv4 header fields (QPS_OPT_TTL, _MULTICAST_TTL, _TOS): set
+	 * without a lock, read by senders (relaxed bytes). */
+	uint8_t ttl;
+	uint8_t mc_ttl;
+	uint8_t tos;
 	int sndtimeo_ms;
 	int error;
 	uint32_t rcvbuf;

@@ -672,6 +672,10 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		h.sport = ep->local.sin_port;
 		h.dport = to.sin_port;
 		h.ip_id = htons(sq->ip_id++);
+		h.ttl = IN_MULTICAST(ntohl(h.daddr)) ?
+			__atomic_load_n(&ep->mc_ttl, __ATOMIC_RELAXED) :
+			__atomic_load_n(&ep->ttl, __ATOMIC_RELAXED);
+		h.tos = __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
 		/* The payload's checksum is taken while it is copied. */
 		ret = qps_frame_build_sum(frame, &h, len,
 					  qps_csum_copy(frame + QPS_HDRS_LEN,

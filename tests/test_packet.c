@@ -1417,6 +1417,102 @@ static void test_mtu_lowered(void)
 	sh("ip -n %s link set %s mtu 1500", ns_a, if_a);
 }
 
+/* --- TTL and TOS on the wire ------------------------------------------------- */
+
+/* One datagram on @fd with its TTL and TOS (IP_RECVTTL, IP_RECVTOS). */
+static int recv_ttl_tos(int fd, int *ttl, int *tos)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int)) * 2 + 64];
+	} c;
+	char data[64];
+	struct iovec iov = { .iov_base = data, .iov_len = sizeof(data) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = c.buf,
+			    .msg_controllen = sizeof(c.buf) };
+	struct cmsghdr *cm;
+
+	*ttl = *tos = -1;
+	if (poll(&pfd, 1, RECV_MS) <= 0 || recvmsg(fd, &m, 0) < 0)
+		return -1;
+	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+		if (cm->cmsg_level != IPPROTO_IP)
+			continue;
+		if (cm->cmsg_type == IP_TTL)
+			memcpy(ttl, CMSG_DATA(cm), sizeof(int));
+		else if (cm->cmsg_type == IP_TOS)
+			*tos = *(const uint8_t *)CMSG_DATA(cm);
+	}
+	return 0;
+}
+
+/*
+ * The header fields a kernel receiver sees: unicast TTL 64 and multicast
+ * TTL 1 by default, as a kernel socket sends them; QPS_OPT_TTL,
+ * QPS_OPT_MULTICAST_TTL and QPS_OPT_TOS change them; -1 restores.
+ */
+static void test_ttl_tos(void)
+{
+	struct sockaddr_in uni = t_sin(IP_B, 5300), grp = t_sin(GROUP, 5301);
+	struct ip_mreqn mr = { .imr_ifindex = ifindex_b() };
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	int ku, km, one = 1, ttl, tos, v;
+	socklen_t vl = sizeof(v);
+
+	ku = sock_b(SOCK_DGRAM, 0, IP_B, 5300);
+	km = sock_b(SOCK_DGRAM, 0, GROUP, 5301);
+	CU_ASSERT_FATAL(ku >= 0 && km >= 0);
+	mr.imr_multiaddr.s_addr = ip4(GROUP);
+	T_EQ_FATAL(setsockopt(km, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
+			      sizeof(mr)), 0);
+	setsockopt(ku, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
+	setsockopt(ku, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+	setsockopt(km, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one));
+	T_EQ_FATAL(ctx_open(if_a, IP_A, &ctx), 0);
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+
+#define SEND_TO(d) qps_sendto(ep, "t", 1, 0, (struct sockaddr *)&(d), \
+			      sizeof(d))
+	T_EQ(SEND_TO(uni), 1);
+	T_EQ(recv_ttl_tos(ku, &ttl, &tos), 0);
+	T_EQ(ttl, 64);
+	T_EQ(tos, 0);
+	T_EQ(SEND_TO(grp), 1);
+	T_EQ(recv_ttl_tos(km, &ttl, &tos), 0);
+	T_EQ(ttl, 1);
+
+	v = 7;
+	T_EQ(qps_setopt(ep, QPS_OPT_TTL, &v, sizeof(v)), 0);
+	v = 0xb8;	/* DSCP EF */
+	T_EQ(qps_setopt(ep, QPS_OPT_TOS, &v, sizeof(v)), 0);
+	v = 5;
+	T_EQ(qps_setopt(ep, QPS_OPT_MULTICAST_TTL, &v, sizeof(v)), 0);
+	T_EQ(SEND_TO(uni), 1);
+	T_EQ(recv_ttl_tos(ku, &ttl, &tos), 0);
+	T_EQ(ttl, 7);
+	T_EQ(tos, 0xb8);
+	T_EQ(SEND_TO(grp), 1);
+	T_EQ(recv_ttl_tos(km, &ttl, &tos), 0);
+	T_EQ(ttl, 5);
+
+	v = -1;
+	T_EQ(qps_setopt(ep, QPS_OPT_TTL, &v, sizeof(v)), 0);
+	T_EQ(qps_getopt(ep, QPS_OPT_TTL, &v, &vl), 0);
+	T_EQ(v, 64);
+	v = 0;
+	T_EQ(qps_setopt(ep, QPS_OPT_TTL, &v, sizeof(v)), -EINVAL);
+	T_EQ(qps_setopt(ep, QPS_OPT_MULTICAST_TTL, &v, sizeof(v)), -EINVAL);
+	v = 256;
+	T_EQ(qps_setopt(ep, QPS_OPT_TOS, &v, sizeof(v)), -EINVAL);
+#undef SEND_TO
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	close(ku);
+	close(km);
+}
+
 /* --- the kernel socket behind a bound port --------------------------------- */
 
 /* A counter of /proc/net/snmp (the calling thread's namespace). */
@@ -1657,6 +1753,7 @@ int main(void)
 		{ "bad frames", test_bad_frames },
 		{ "no ICMP port-unreachable for a bound port", test_no_icmp },
 		{ "MTU lowered under a sender", test_mtu_lowered },
+		{ "TTL, multicast TTL and TOS on the wire", test_ttl_tos },
 		{ "bind conflicts with kernel sockets and processes",
 		  test_bind_conflicts },
 #ifdef QPS_ECHO_BIN

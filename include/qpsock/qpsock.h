@@ -388,6 +388,9 @@ enum qps_opt {
 	QPS_OPT_RXQ_LEN,	/* get only: datagrams queued now */
 	QPS_OPT_REUSEPORT,	/* 0/1: share a bound port, as SO_REUSEPORT */
 	QPS_OPT_BUSY_POLL,	/* us a blocking receive spins, as SO_BUSY_POLL */
+	QPS_OPT_TTL,		/* 1..255: unicast TTL, as IP_TTL (64) */
+	QPS_OPT_MULTICAST_TTL,	/* 1..255: as IP_MULTICAST_TTL (1) */
+	QPS_OPT_TOS,		/* 0..255: DSCP/ECN byte, as IP_TOS (0) */
 };
 
 /**

@@ -99,7 +99,7 @@ static int pick_opt(struct fuzz_in *in)
 {
 	uint8_t k = fuzz_u8(in);
 
-	return k & 0x80 ? (int)fuzz_u32(in) : (int)(k % 15) - 1;
+	return k & 0x80 ? (int)fuzz_u32(in) : (int)(k % 18) - 1;
 }
 
 static int pick_int(struct fuzz_in *in)
@@ -195,6 +195,15 @@ static void check_readback(struct qps_ep *ep, int opt, int v)
 	case QPS_OPT_RCVBUF:	/* clamped to the queue, like SO_RCVBUF */
 		FUZZ_CHECK(*got >= 1 && *got <= v);
 		break;
+	case QPS_OPT_TTL:	/* -1: the default, as IP_TTL */
+		FUZZ_CHECK(*got == (v == -1 ? 64 : v));
+		break;
+	case QPS_OPT_MULTICAST_TTL:
+		FUZZ_CHECK(*got == (v == -1 ? 1 : v));
+		break;
+	case QPS_OPT_TOS:
+		FUZZ_CHECK(*got == (v == -1 ? 0 : v));
+		break;
 	default:
 		FUZZ_CHECK(*got == v);
 		break;
@@ -222,8 +231,8 @@ static void op_setopt(struct fuzz_in *in)
 		FUZZ_CHECK(ep && val && len == sizeof(int));
 		FUZZ_CHECK((opt >= QPS_OPT_NONBLOCK &&
 			    opt <= QPS_OPT_PKTINFO) ||
-			   opt == QPS_OPT_REUSEPORT ||
-			   opt == QPS_OPT_BUSY_POLL);
+			   (opt >= QPS_OPT_REUSEPORT &&
+			    opt <= QPS_OPT_TOS));
 		check_readback(ep, opt, v);
 	} else {
 		FUZZ_CHECK(r == -ENOPROTOOPT || r == -EINVAL ||
