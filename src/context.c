@@ -429,6 +429,7 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ctx->max_payload = ctx->info.ud_mtu - QPS_UD_HDR_LEN;
 	else
 		ctx->max_payload = ctx->info.mtu - QPS_IP_HLEN - QPS_UDP_HLEN;
+	ctx->max_payload_cap = ctx->max_payload;
 	if (ctx->tx_depth > ctx->info.max_qp_wr)
 		ctx->tx_depth = ctx->info.max_qp_wr;
 	if (ctx->tx_signal > ctx->tx_depth)
@@ -533,8 +534,11 @@ int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)
 	memcpy(info->dev, ctx->info.name, sizeof(info->dev));
 	memcpy(info->mac, ctx->info.mac, 6);
 	info->addr = ctx->info.addr;
-	info->mtu = ctx->info.mtu;
-	info->max_payload = ctx->max_payload;
+	/* The MTU now (route.c follows it), and what fits in it. */
+	qps_route_gen(ctx);
+	info->mtu = __atomic_load_n(&ctx->info.mtu, __ATOMIC_RELAXED);
+	info->max_payload = __atomic_load_n(&ctx->max_payload,
+					    __ATOMIC_RELAXED);
 	info->tx_depth = ctx->tx_depth;
 	info->rx_depth = ctx->rx.depth;
 	return 0;

@@ -112,7 +112,12 @@ struct qps_ctx {
 	uint32_t fork_gen;		/* qps_fork_gen at creation */
 	struct qps_dev_info info;
 	char provider[16];
+	/* What a datagram may carry now: the MTU's, followed on a new route
+	 * generation (route.c), never above max_payload_cap, the size the
+	 * send slots and receive buffers were made for. Atomic. */
 	uint32_t max_payload;
+	uint32_t max_payload_cap;
+	uint64_t mtu_gen;		/* atomic: the generation it was read in */
 
 	struct qps_qp *qp;		/* the receive QP: send queue 0's */
 	struct qps_flow *flow_ucast;

@@ -7,7 +7,8 @@
  * different send queues share nothing here. An entry is valid only while
  * the provider's route generation is unchanged, which is how
  * neighbour/route changes reset cached destinations (and, through the
- * same generation, a connected endpoint's cached send QP: tx.c).
+ * same generation, a connected endpoint's cached send QP: tx.c), and
+ * how the context follows the MTU.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,9 +16,35 @@
 
 #include "qps_int.h"
 
+/*
+ * A new generation may come with a new MTU (a link event): what a datagram
+ * may carry follows it, never above what the send slots hold. Raw
+ * transport only: a UD message is sized by the path MTU of the QP. Two
+ * senders may both do it; they store the same values.
+ */
+static void qps_route_mtu(struct qps_ctx *ctx, uint64_t gen)
+{
+	struct qps_dev_info info;
+	uint32_t max;
+
+	__atomic_store_n(&ctx->mtu_gen, gen, __ATOMIC_RELAXED);
+	if (ctx->ud || ctx->ops->query(ctx->dev, &info) < 0 ||
+	    info.mtu < QPS_IP_HLEN + QPS_UDP_HLEN)
+		return;
+	max = info.mtu - QPS_IP_HLEN - QPS_UDP_HLEN;
+	if (max > ctx->max_payload_cap)
+		max = ctx->max_payload_cap;
+	__atomic_store_n(&ctx->info.mtu, info.mtu, __ATOMIC_RELAXED);
+	__atomic_store_n(&ctx->max_payload, max, __ATOMIC_RELAXED);
+}
+
 uint64_t qps_route_gen(struct qps_ctx *ctx)
 {
-	return ctx->ops->route_gen(ctx->dev);
+	uint64_t gen = ctx->ops->route_gen(ctx->dev);
+
+	if (gen != __atomic_load_n(&ctx->mtu_gen, __ATOMIC_RELAXED))
+		qps_route_mtu(ctx, gen);
+	return gen;
 }
 
 int qps_route_resolve(struct qps_ctx *ctx, struct qps_route_slot *cache,

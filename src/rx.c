@@ -70,7 +70,7 @@ int qps_rx_init(struct qps_ctx *ctx)
 		return ret;
 	if (ctx->ud)
 		ctx->rx.buf_size = (QPS_UD_GRH_LEN + QPS_UD_HDR_LEN +
-				    ctx->max_payload + 63) & ~63u;
+				    ctx->max_payload_cap + 63) & ~63u;
 	else
 		ctx->rx.buf_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;
 	len = (size_t)ctx->rx.depth * ctx->rx.buf_size;

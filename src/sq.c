@@ -129,7 +129,7 @@ int qps_sqs_create(struct qps_ctx *ctx)
 	/* A whole frame on the raw path; on UD the device adds the headers
 	 * and a slot holds qpsock's header and the payload. */
 	if (ctx->ud)
-		ctx->tx_slot_size = (QPS_UD_HDR_LEN + ctx->max_payload + 63) &
+		ctx->tx_slot_size = (QPS_UD_HDR_LEN + ctx->max_payload_cap + 63) &
 				    ~63u;
 	else
 		ctx->tx_slot_size = (ctx->info.mtu + QPS_ETH_HLEN + 63) & ~63u;

@@ -423,8 +423,14 @@ static int qps_tx_check(const struct qps_ep *ep, const void *buf, size_t len,
 {
 	if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
 		return -EPIPE;
-	if (len > ep->ctx->max_payload)
-		return -EMSGSIZE;
+	if (len > __atomic_load_n(&ep->ctx->max_payload, __ATOMIC_RELAXED)) {
+		/* Too long, or the MTU went up since it was last read: ask
+		 * again before refusing (route.c follows it). */
+		qps_route_gen(ep->ctx);
+		if (len > __atomic_load_n(&ep->ctx->max_payload,
+					  __ATOMIC_RELAXED))
+			return -EMSGSIZE;
+	}
 	if (!buf && len)
 		return -EFAULT;
 	if (dst && dst->sin_port == 0)

@@ -1366,14 +1366,17 @@ static int send_sized(struct qps_ep *ep, int n, size_t len, int flags)
 /*
  * A's MTU is lowered under a running sender, with frames posted and
  * waiting for their doorbell: every datagram qps_send() accepted either
- * arrives or is counted in tx_errors, none is lost as a success; sends
- * that fit go on.
+ * arrives or is counted in tx_errors, none is lost as a success; the
+ * context's max_payload follows the MTU down and back up; sends that fit
+ * go on.
  */
 static void test_mtu_lowered(void)
 {
 	struct sockaddr_in peer = t_sin(IP_B, 7800);
 	struct qps_ctx_attr attr = { 0 };
 	struct qps_stats st0, st1;
+	static uint8_t big[1400];
+	struct qps_ctx_info info;
 	struct qps_ctx *ctx;
 	struct qps_ep *ep;
 	int kfd, accepted = 0, got, i, rcvbuf = 8 << 20;
@@ -1398,6 +1401,12 @@ static void test_mtu_lowered(void)
 	T_EQ_FATAL(sh("ip -n %s link set %s mtu 1000", ns_a, if_a), 0);
 	qps_flush(ep);
 	t_sleep_ms(5);
+	/* The context follows: max_payload is the new MTU's, and a
+	 * datagram above it is refused at the call. */
+	T_EQ(qps_ctx_query(ctx, &info), 0);
+	T_EQ(info.mtu, 1000);
+	T_EQ(info.max_payload, 1000 - 28);
+	T_EQ(qps_send(ep, big, 1400, 0), -EMSGSIZE);
 	accepted += send_sized(ep, 100, 1400, 0);
 	accepted += send_sized(ep, 100, 500, 0);
 	for (i = 0; i < 20; i++) {
@@ -1412,9 +1421,14 @@ static void test_mtu_lowered(void)
 	T_EQ((uint64_t)accepted, (uint64_t)got + st1.tx_errors -
 				 st0.tx_errors);
 	T_GE(got, 200);
+	/* Raised again: back to what the send slots were made for. */
+	T_EQ_FATAL(sh("ip -n %s link set %s mtu 1500", ns_a, if_a), 0);
+	t_sleep_ms(5);
+	T_EQ(qps_send(ep, big, 1400, 0), 1400);
+	T_EQ(qps_ctx_query(ctx, &info), 0);
+	T_EQ(info.max_payload, 1472);
 	T_EQ(qps_ctx_destroy(ctx), 0);
 	close(kfd);
-	sh("ip -n %s link set %s mtu 1500", ns_a, if_a);
 }
 
 /* --- TTL and TOS on the wire ------------------------------------------------- */
