@@ -7,6 +7,7 @@
  * ud_addr.c instead), and set up the receive buffers and endpoint table.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -477,6 +478,16 @@ int qps_ctx_destroy(struct qps_ctx *ctx)
 	/* Sleepers are woken first; the publisher reads what teardown
 	 * frees, so it stops before that. */
 	qps_ep_release_all(ctx);
+	/* Every endpoint is closed: receive calls still inside (spinning,
+	 * or woken and leaving) see it and go; wait for them, with no lock
+	 * held that they might need on the way out. */
+	pthread_mutex_lock(&ctx->rx.lock);
+	while (ctx->rx.inside) {
+		pthread_mutex_unlock(&ctx->rx.lock);
+		sched_yield();
+		pthread_mutex_lock(&ctx->rx.lock);
+	}
+	pthread_mutex_unlock(&ctx->rx.lock);
 	qps_stat_stop(ctx);
 	qps_db_stop(ctx);
 	qps_tx_poll(ctx, QPS_TXF_CLOSE);

@@ -603,8 +603,9 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
  * report that one is queued: 1), spin for the busy-poll budget, sleep.
  * @tmo: ms to wait at most, 0 = no limit; @dontwait: not at all.
  */
-static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
-			   const struct qps_rx_out *o, int tmo, bool dontwait)
+static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
+			     const struct qps_rx_out *o, int tmo,
+			     bool dontwait, bool *inside)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct timespec deadline;
@@ -644,6 +645,12 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 				ret = o ? qps_rxq_pop_locked(ep, flags, o) : 1;
 			} else {
 				ret = -EAGAIN;
+				/* From now on this call may linger: the
+				 * context's destruction waits for it. */
+				if (!dontwait && !*inside) {
+					ctx->rx.inside++;
+					*inside = true;
+				}
 				if (!dontwait && busy_us && !spin_end)
 					spin_end = qps_rx_mono_ns() +
 						   (uint64_t)busy_us * 1000u;
@@ -683,6 +690,24 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 		if (ret < 0)
 			return ret;
 	}
+}
+
+/* The receive loop, counted in rx.inside once it may linger (spinning or
+ * asleep): qps_ctx_destroy waits for such calls to leave before it frees
+ * what they touch. A call that finds its datagram at once is not counted. */
+static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
+			   const struct qps_rx_out *o, int tmo, bool dontwait)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	bool inside = false;
+	ssize_t ret = qps_rx_rounds(ep, flags, o, tmo, dontwait, &inside);
+
+	if (inside) {
+		pthread_mutex_lock(&ctx->rx.lock);
+		ctx->rx.inside--;
+		pthread_mutex_unlock(&ctx->rx.lock);
+	}
+	return ret;
 }
 
 ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,

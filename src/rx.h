@@ -45,6 +45,7 @@ struct qps_rx {
 	bool cq_armed;			/* req_notify_cq since the last drain */
 	bool cq_arm_always;		/* an fd was handed out: keep armed */
 	bool qp_err;			/* receive QP failed: see qp_recover.c */
+	uint32_t inside;		/* receive calls that may linger (rx.c) */
 };
 
 int qps_rx_init(struct qps_ctx *ctx);
