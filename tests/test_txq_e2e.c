@@ -808,7 +808,7 @@ static void test_peer_mac_update(void)
 	static const uint8_t m2[6] = { 2, 0, 0, 0, 0, 2 };
 	struct sockaddr_in db = t_sin(IP_B, PORT_B);
 	struct pm_writer w = { .gen = 0 };
-	struct qps_ctx *a;
+	struct qps_ctx *a, *b;
 	struct qps_ep *tx;
 	uint8_t mac[6];
 	uint64_t g;
@@ -816,7 +816,7 @@ static void test_peer_mac_update(void)
 
 	t_wire_name(g_wire, sizeof(g_wire), "txq-pmac");
 	a = mkctx(IP_A, QPS_TX_PATH_AUTO, 2, QPS_TX_POLICY_HASH, 0);
-	(void)mkctx(IP_B, QPS_TX_PATH_AUTO, 0, -1, 0);
+	b = mkctx(IP_B, QPS_TX_PATH_AUTO, 0, -1, 0);
 	tx = mkep(a, IP_A, PORT_A);
 	EQ(qps_connect(tx, (struct sockaddr *)&db, sizeof(db)), 0);
 	g = __atomic_load_n(&tx->peer_route_gen, __ATOMIC_ACQUIRE);
@@ -848,7 +848,8 @@ static void test_peer_mac_update(void)
 	/* connect replaces it whatever the generation: a new peer. */
 	EQ(qps_connect(tx, (struct sockaddr *)&db, sizeof(db)), 0);
 	CU_ASSERT(qps_ep_peer_mac_load(tx, g, mac) && mac[1] == 0x51);
-	t_suite_end();
+	EQ(qps_ctx_destroy(a), 0);
+	EQ(qps_ctx_destroy(b), 0);
 }
 
 static void test_concurrent(void)
