@@ -1670,6 +1670,9 @@ static int qps_bind_in_child(unsigned short port, int reuse)
 		if (ctx_open(if_a, IP_A, &c) < 0)
 			_exit(200);
 		qps_a_bind(c, port, reuse, &ret);
+		/* _exit runs no atexit handler: release the context (and
+		 * its stats segment) here. */
+		qps_ctx_destroy(c);
 		_exit(-ret);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
