@@ -149,6 +149,21 @@ static int qps_ctx_busy_poll(struct qps_ctx *ctx,
 	return 0;
 }
 
+/* IPv4 reassembly limits (ipfrag.c), the kernel's sysctl defaults. */
+static int qps_ctx_ipfrag(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
+{
+	ctx->ipfrag_mem = QPS_IPFRAG_MEM_DEFAULT;
+	ctx->ipfrag_time_ms = QPS_IPFRAG_TIME_DEFAULT_MS;
+	if (!attr || !(attr->comp_mask & QPS_CTX_ATTR_IPFRAG))
+		return 0;
+	if (attr->ipfrag_mem > QPS_IPFRAG_MEM_MAX || !attr->ipfrag_time_ms ||
+	    attr->ipfrag_time_ms > QPS_IPFRAG_TIME_MAX_MS)
+		return -EINVAL;
+	ctx->ipfrag_mem = attr->ipfrag_mem;
+	ctx->ipfrag_time_ms = attr->ipfrag_time_ms;
+	return 0;
+}
+
 /* Completion moderation (tx.c): 1..tx_depth, after tx_depth is known. */
 static int qps_ctx_tx_signal(struct qps_ctx *ctx,
 			     const struct qps_ctx_attr *attr)
@@ -402,6 +417,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ret = qps_ctx_db_delay(ctx, attr);
 	if (!ret)
 		ret = qps_ctx_busy_poll(ctx, attr);
+	if (!ret)
+		ret = qps_ctx_ipfrag(ctx, attr);
 	if (!ret)
 		ret = qps_ctx_tx_signal(ctx, attr);
 	if (!ret)

@@ -11,29 +11,6 @@
 #include <stdbool.h>
 #include <string.h>
 
-#define QPS_IPPROTO_UDP 17
-#define QPS_IP_DF 0x4000
-#define QPS_IP_MF 0x2000
-#define QPS_IP_OFFMASK 0x1fff
-#define QPS_IP_DEFAULT_TTL 64
-#define QPS_IP_MAX_TOTLEN 65535
-
-/* Offsets inside the IPv4 and UDP headers. */
-#define QPS_IPOFF_VHL 0
-#define QPS_IPOFF_TOS 1
-#define QPS_IPOFF_TOTLEN 2
-#define QPS_IPOFF_ID 4
-#define QPS_IPOFF_FRAG 6
-#define QPS_IPOFF_TTL 8
-#define QPS_IPOFF_PROTO 9
-#define QPS_IPOFF_CSUM 10
-#define QPS_IPOFF_SADDR 12
-#define QPS_IPOFF_DADDR 16
-#define QPS_UDPOFF_SPORT 0
-#define QPS_UDPOFF_DPORT 2
-#define QPS_UDPOFF_LEN 4
-#define QPS_UDPOFF_CSUM 6
-
 /*
  * The one's complement sum is the same whatever the byte order as long as
  * words are loaded and the result stored in the same (memory) order
@@ -145,32 +122,28 @@ static uint32_t udp_pseudo_sum(uint32_t saddr, uint32_t daddr,
 	return qps_csum_fold64((uint64_t)saddr + daddr + proto_len);
 }
 
-/* ip_id is stored as given: like the addresses, it is in network order.
- * The UDP checksum covers the pseudo header, the UDP header and the
- * payload, whose sum the caller has. */
-int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
-			size_t payload_len, uint32_t payload_sum)
+static void eth_hdr_build(uint8_t *eth, const struct qps_frame_hdr *h)
 {
-	uint8_t *eth = frame;
-	uint8_t *ip = eth + QPS_ETH_HLEN;
-	uint8_t *udp = ip + QPS_IP_HLEN;
-	uint16_t udp_len, csum;
-	uint64_t sum;
-
-	if (payload_len > QPS_IP_MAX_TOTLEN - QPS_IP_HLEN - QPS_UDP_HLEN)
-		return -EMSGSIZE;
-	udp_len = (uint16_t)(QPS_UDP_HLEN + payload_len);
-
 	memcpy(eth, h->dst_mac, 6);
 	memcpy(eth + 6, h->src_mac, 6);
 	qps_be16_put(eth + 12, QPS_ETH_P_IP);
+}
+
+/* ip_id is stored as given: like the addresses, it is in network order.
+ * @frag is the flags and offset field (host order). */
+static void ip_hdr_build(uint8_t *ip, const struct qps_frame_hdr *h,
+			 uint16_t tot_len, uint16_t frag)
+{
+	uint8_t ttl = h->ttl ? h->ttl : QPS_IP_DEFAULT_TTL;
+	uint16_t csum;
+	uint64_t sum;
 
 	ip[QPS_IPOFF_VHL] = 0x45;
 	ip[QPS_IPOFF_TOS] = h->tos;
-	qps_be16_put(ip + QPS_IPOFF_TOTLEN, (uint16_t)(QPS_IP_HLEN + udp_len));
+	qps_be16_put(ip + QPS_IPOFF_TOTLEN, tot_len);
 	memcpy(ip + QPS_IPOFF_ID, &h->ip_id, 2);
-	qps_be16_put(ip + QPS_IPOFF_FRAG, QPS_IP_DF);
-	ip[QPS_IPOFF_TTL] = h->ttl ? h->ttl : QPS_IP_DEFAULT_TTL;
+	qps_be16_put(ip + QPS_IPOFF_FRAG, frag);
+	ip[QPS_IPOFF_TTL] = ttl;
 	ip[QPS_IPOFF_PROTO] = QPS_IPPROTO_UDP;
 	memset(ip + QPS_IPOFF_CSUM, 0, 2);
 	memcpy(ip + QPS_IPOFF_SADDR, &h->saddr, 4);
@@ -178,13 +151,23 @@ int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 	/* The header's words from the values just stored, as they lie in
 	 * memory (htons of a big-endian field), not read back: wide loads
 	 * of bytes stored a moment ago would wait for the stores. */
-	sum = (uint64_t)htons((uint16_t)(0x4500 | h->tos)) +
-	      htons((uint16_t)(QPS_IP_HLEN + udp_len)) + h->ip_id +
-	      htons(QPS_IP_DF) +
-	      htons((uint16_t)(ip[QPS_IPOFF_TTL] << 8 | QPS_IPPROTO_UDP)) +
-	      h->saddr + h->daddr;
+	sum = (uint64_t)htons((uint16_t)(0x4500 | h->tos)) + htons(tot_len) +
+	      h->ip_id + htons(frag) +
+	      htons((uint16_t)(ttl << 8 | QPS_IPPROTO_UDP)) + h->saddr +
+	      h->daddr;
 	csum = qps_csum_fold(qps_csum_fold64(sum));
 	memcpy(ip + QPS_IPOFF_CSUM, &csum, 2);
+}
+
+/* The UDP checksum covers the pseudo header, the UDP header and the
+ * payload, whose sum the caller has. */
+void qps_udp_hdr_build(void *udp_hdr, const struct qps_frame_hdr *h,
+		       size_t payload_len, uint32_t payload_sum)
+{
+	uint16_t udp_len = (uint16_t)(QPS_UDP_HLEN + payload_len);
+	uint8_t *udp = udp_hdr;
+	uint16_t csum;
+	uint64_t sum;
 
 	memcpy(udp + QPS_UDPOFF_SPORT, &h->sport, 2);
 	memcpy(udp + QPS_UDPOFF_DPORT, &h->dport, 2);
@@ -199,8 +182,38 @@ int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 	if (csum == 0)
 		csum = 0xffff;
 	memcpy(udp + QPS_UDPOFF_CSUM, &csum, 2);
+}
 
+int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
+			size_t payload_len, uint32_t payload_sum)
+{
+	uint8_t *eth = frame;
+
+	if (payload_len > QPS_UDP_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	eth_hdr_build(eth, h);
+	ip_hdr_build(eth + QPS_ETH_HLEN, h,
+		     (uint16_t)(QPS_IP_HLEN + QPS_UDP_HLEN + payload_len),
+		     QPS_IP_DF);
+	qps_udp_hdr_build(eth + QPS_ETH_HLEN + QPS_IP_HLEN, h, payload_len,
+			  payload_sum);
 	return (int)(QPS_HDRS_LEN + payload_len);
+}
+
+/* Fragments leave without DF, as the kernel's do: a router may split
+ * them further. */
+int qps_frame_build_frag(void *frame, const struct qps_frame_hdr *h,
+			 size_t ip_len, size_t ip_off, bool more)
+{
+	uint8_t *eth = frame;
+
+	if ((ip_off & 7) || (more && (ip_len & 7)) ||
+	    ip_off + ip_len > QPS_IP_MAX_TOTLEN - QPS_IP_HLEN)
+		return -EINVAL;
+	eth_hdr_build(eth, h);
+	ip_hdr_build(eth + QPS_ETH_HLEN, h, (uint16_t)(QPS_IP_HLEN + ip_len),
+		     (uint16_t)((more ? QPS_IP_MF : 0) | ip_off >> 3));
+	return (int)(QPS_ETH_HLEN + QPS_IP_HLEN + ip_len);
 }
 
 int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
@@ -208,7 +221,7 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 {
 	const uint8_t *payload = (const uint8_t *)frame + QPS_HDRS_LEN;
 
-	if (payload_len > QPS_IP_MAX_TOTLEN - QPS_IP_HLEN - QPS_UDP_HLEN)
+	if (payload_len > QPS_UDP_MAX_PAYLOAD)
 		return -EMSGSIZE;
 	return qps_frame_build_sum(frame, h, payload_len,
 				   qps_csum_partial(payload, payload_len, 0));
@@ -255,13 +268,13 @@ enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 	tot_len = qps_be16_get(ip + QPS_IPOFF_TOTLEN);
 	if (tot_len < ihl || tot_len > len)
 		return QPS_RX_BAD_TOTLEN;
-	frag = qps_be16_get(ip + QPS_IPOFF_FRAG);
-	if (frag & (QPS_IP_MF | QPS_IP_OFFMASK))
-		return QPS_RX_FRAGMENT;
 	if (bad_saddr(ip + QPS_IPOFF_SADDR))
 		return QPS_RX_BAD_SADDR;
 	if (ip[QPS_IPOFF_PROTO] != QPS_IPPROTO_UDP)
 		return QPS_RX_NOT_UDP;
+	frag = qps_be16_get(ip + QPS_IPOFF_FRAG);
+	if (frag & (QPS_IP_MF | QPS_IP_OFFMASK))
+		return QPS_RX_FRAGMENT;
 
 	udp = ip + ihl;
 	if (tot_len - ihl < QPS_UDP_HLEN)
@@ -297,6 +310,38 @@ enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 		info->payload_len = (uint32_t)(udp_len - QPS_UDP_HLEN);
 	}
 	return QPS_RX_OK;
+}
+
+void qps_frag_info_get(const void *frame, struct qps_frag_info *fi)
+{
+	const uint8_t *ip = (const uint8_t *)frame + QPS_ETH_HLEN;
+	size_t ihl = (size_t)(ip[QPS_IPOFF_VHL] & 0x0f) * 4;
+	uint16_t frag = qps_be16_get(ip + QPS_IPOFF_FRAG);
+
+	memcpy(&fi->saddr, ip + QPS_IPOFF_SADDR, 4);
+	memcpy(&fi->daddr, ip + QPS_IPOFF_DADDR, 4);
+	memcpy(&fi->id, ip + QPS_IPOFF_ID, 2);
+	fi->proto = ip[QPS_IPOFF_PROTO];
+	fi->more = frag & QPS_IP_MF;
+	fi->off = (uint32_t)(frag & QPS_IP_OFFMASK) * 8;
+	fi->len = (uint32_t)(qps_be16_get(ip + QPS_IPOFF_TOTLEN) - ihl);
+	fi->data = ip + ihl;
+}
+
+void qps_frame_reasm_hdr(void *frame, const void *first, size_t ip_len)
+{
+	const uint8_t *fip = (const uint8_t *)first + QPS_ETH_HLEN;
+	uint8_t *ip = (uint8_t *)frame + QPS_ETH_HLEN;
+	uint16_t csum;
+
+	memcpy(frame, first, QPS_ETH_HLEN);
+	memcpy(ip, fip, QPS_IP_HLEN);
+	ip[QPS_IPOFF_VHL] = 0x45;
+	qps_be16_put(ip + QPS_IPOFF_TOTLEN, (uint16_t)(QPS_IP_HLEN + ip_len));
+	qps_be16_put(ip + QPS_IPOFF_FRAG, 0);
+	memset(ip + QPS_IPOFF_CSUM, 0, 2);
+	csum = qps_csum_fold(qps_csum_partial(ip, QPS_IP_HLEN, 0));
+	memcpy(ip + QPS_IPOFF_CSUM, &csum, 2);
 }
 
 void qps_mcast_mac(uint32_t group, uint8_t mac[6])

@@ -6,6 +6,7 @@
 #ifndef QPS_FRAMES_H
 #define QPS_FRAMES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <qpsock/qpsock.h>
@@ -15,6 +16,30 @@
 #define QPS_UDP_HLEN 8
 #define QPS_HDRS_LEN (QPS_ETH_HLEN + QPS_IP_HLEN + QPS_UDP_HLEN)
 #define QPS_ETH_P_IP 0x0800
+#define QPS_IPPROTO_UDP 17
+#define QPS_IP_DF 0x4000
+#define QPS_IP_MF 0x2000
+#define QPS_IP_OFFMASK 0x1fff
+#define QPS_IP_DEFAULT_TTL 64
+#define QPS_IP_MAX_TOTLEN 65535
+/* The largest UDP payload IPv4 can carry (fragmented): 65,507 bytes. */
+#define QPS_UDP_MAX_PAYLOAD (QPS_IP_MAX_TOTLEN - QPS_IP_HLEN - QPS_UDP_HLEN)
+
+/* Offsets inside the IPv4 and UDP headers. */
+#define QPS_IPOFF_VHL 0
+#define QPS_IPOFF_TOS 1
+#define QPS_IPOFF_TOTLEN 2
+#define QPS_IPOFF_ID 4
+#define QPS_IPOFF_FRAG 6
+#define QPS_IPOFF_TTL 8
+#define QPS_IPOFF_PROTO 9
+#define QPS_IPOFF_CSUM 10
+#define QPS_IPOFF_SADDR 12
+#define QPS_IPOFF_DADDR 16
+#define QPS_UDPOFF_SPORT 0
+#define QPS_UDPOFF_DPORT 2
+#define QPS_UDPOFF_LEN 4
+#define QPS_UDPOFF_CSUM 6
 
 /* Addresses and ports in network byte order, as on the wire. */
 struct qps_frame_hdr {
@@ -49,6 +74,46 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
  * (@payload_sum: qps_csum_copy gives it while placing the payload). */
 int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 			size_t payload_len, uint32_t payload_sum);
+
+/* The UDP header of a datagram of @payload_len bytes whose
+ * qps_csum_partial is @payload_sum, at @udp_hdr (8 bytes). */
+void qps_udp_hdr_build(void *udp_hdr, const struct qps_frame_hdr *h,
+		       size_t payload_len, uint32_t payload_sum);
+
+/*
+ * qps_frame_build_frag - the Ethernet and IPv4 headers of one fragment:
+ * @ip_len bytes of the datagram's IP payload (UDP header included),
+ * starting @ip_off bytes into it, already placed at
+ * @frame + QPS_ETH_HLEN + QPS_IP_HLEN; MF set when @more. Returns the
+ * frame length, or -EINVAL for an offset (or a non-final length) that is
+ * not a multiple of 8 or an end beyond what IPv4 can carry.
+ */
+int qps_frame_build_frag(void *frame, const struct qps_frame_hdr *h,
+			 size_t ip_len, size_t ip_off, bool more);
+
+/* A fragment as qps_frame_parse passed it on (QPS_RX_FRAGMENT): its
+ * header is inside the frame, with a right checksum and total length. */
+struct qps_frag_info {
+	uint32_t saddr;		/* network order, as the header */
+	uint32_t daddr;
+	uint16_t id;
+	uint8_t proto;
+	bool more;
+	uint32_t off;		/* bytes into the datagram's IP payload */
+	uint32_t len;		/* IP payload bytes in this fragment */
+	const uint8_t *data;
+};
+
+void qps_frag_info_get(const void *frame, struct qps_frag_info *fi);
+
+/*
+ * qps_frame_reasm_hdr - the Ethernet and IPv4 headers of a reassembled
+ * datagram of @ip_len IP payload bytes at @frame, from its first
+ * fragment's frame @first: addresses, TTL, TOS and ID as it had them, no
+ * options and no fragment bits, so that qps_frame_parse reads it as one
+ * datagram. @ip_len <= 65515.
+ */
+void qps_frame_reasm_hdr(void *frame, const void *first, size_t ip_len);
 
 /*
  * qps_frame_parse - validate a received frame. Returns QPS_RX_OK (0) and

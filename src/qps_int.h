@@ -37,7 +37,7 @@
 			  QPS_CTX_ATTR_NUM_TXQ | QPS_CTX_ATTR_TXQ_POLICY | \
 			  QPS_CTX_ATTR_TXQ_FLOWS | QPS_CTX_ATTR_TX_SIGNAL | \
 			  QPS_CTX_ATTR_TRANSPORT | QPS_CTX_ATTR_BUSY_POLL | \
-			  QPS_CTX_ATTR_STATS)
+			  QPS_CTX_ATTR_STATS | QPS_CTX_ATTR_IPFRAG)
 
 #ifndef container_of
 #define container_of(ptr, type, member) \
@@ -141,6 +141,8 @@ struct qps_ctx {
 	const struct qps_sq_path *tx_ops;	/* its table (sq_path.h) */
 	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
 	uint32_t busy_poll_us;		/* endpoints' QPS_OPT_BUSY_POLL */
+	uint32_t ipfrag_mem;		/* reassembly cap, bytes (ipfrag.h) */
+	uint32_t ipfrag_time_ms;	/* reassembly lifetime */
 	uint32_t tx_signal;		/* completion every N WQEs (sq_*.c) */
 	uint32_t transport;		/* enum qps_transport */
 	struct qps_ud *ud;		/* UD transport state (ud.h), or NULL */

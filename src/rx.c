@@ -28,7 +28,63 @@
 
 static uint8_t *qps_rx_buf_addr(struct qps_ctx *ctx, uint32_t buf)
 {
+	if (buf >= ctx->rx.depth)
+		return ctx->rx.big[buf - ctx->rx.depth].data;
 	return ctx->rx.buf + (size_t)buf * ctx->rx.buf_size;
+}
+
+/* At most this many reassembled datagrams queued at once; the memory
+ * they take is bounded by the endpoints' QPS_OPT_RCVBUF. */
+#define QPS_RX_BIG_MAX 65536u
+
+/* Hand a reassembled frame (malloc'd) to a slot, holding one reference
+ * for the poller; returns its buffer index, or UINT32_MAX (freed). */
+static uint32_t qps_rx_big_add(struct qps_ctx *ctx, uint8_t *frame)
+{
+	struct qps_rx *rx = &ctx->rx;
+	uint32_t i;
+
+	if (rx->big_free == UINT32_MAX) {
+		uint32_t n = rx->nbig ? rx->nbig * 2 : 16;
+		struct qps_rx_big *b;
+
+		if (rx->nbig >= QPS_RX_BIG_MAX ||
+		    !(b = realloc(rx->big, n * sizeof(*b)))) {
+			free(frame);
+			return UINT32_MAX;
+		}
+		for (i = rx->nbig; i < n; i++)
+			b[i] = (struct qps_rx_big){
+				.next_free = i + 1 < n ? i + 1 : UINT32_MAX };
+		rx->big = b;
+		rx->big_free = rx->nbig;
+		rx->nbig = n;
+	}
+	i = rx->big_free;
+	rx->big_free = rx->big[i].next_free;
+	rx->big[i].data = frame;
+	rx->big[i].ref = 1;
+	return rx->depth + i;
+}
+
+static void qps_rx_big_put(struct qps_ctx *ctx, uint32_t i)
+{
+	struct qps_rx_big *b = &ctx->rx.big[i];
+
+	if (--b->ref)
+		return;
+	free(b->data);
+	b->data = NULL;
+	b->next_free = ctx->rx.big_free;
+	ctx->rx.big_free = i;
+}
+
+static void qps_rx_buf_get_locked(struct qps_ctx *ctx, uint32_t buf)
+{
+	if (buf >= ctx->rx.depth)
+		ctx->rx.big[buf - ctx->rx.depth].ref++;
+	else
+		ctx->rx.ref[buf]++;
 }
 
 static int qps_rx_post(struct qps_ctx *ctx, uint32_t buf)
@@ -68,6 +124,9 @@ int qps_rx_init(struct qps_ctx *ctx)
 	ret = qps_rx_tables_init(ctx);
 	if (ret < 0)
 		return ret;
+	qps_ipfrag_init(&ctx->rx.frag, ctx->ipfrag_mem,
+			(uint64_t)ctx->ipfrag_time_ms * 1000000u);
+	ctx->rx.big_free = UINT32_MAX;
 	if (ctx->ud)
 		ctx->rx.buf_size = (QPS_UD_GRH_LEN + QPS_UD_HDR_LEN +
 				    ctx->max_payload_cap + 63) & ~63u;
@@ -109,6 +168,10 @@ void qps_rx_fini(struct qps_ctx *ctx)
 	else
 		free(ctx->rx.buf);
 	free(ctx->rx.ref);
+	qps_ipfrag_fini(&ctx->rx.frag);
+	/* Every endpoint queue was drained: no slot is referenced. */
+	free(ctx->rx.big);
+	ctx->rx.big = NULL;
 	if (!ctx->ctl_init)
 		return;
 	qps_mcast_fini(ctx);
@@ -125,6 +188,10 @@ _Static_assert((uint64_t)QPS_MAX_EP + 1 <
 
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 {
+	if (buf >= ctx->rx.depth) {
+		qps_rx_big_put(ctx, buf - ctx->rx.depth);
+		return;
+	}
 	if (--ctx->rx.ref[buf])
 		return;
 	/* The QP is failed: a buffer posted now would be flushed at once,
@@ -246,7 +313,7 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 		d->meta = 1;
 		ctx->st->rx_pktinfo++;
 	}
-	ctx->rx.ref[buf]++;
+	qps_rx_buf_get_locked(ctx, buf);
 	ctx->st->rx_packets++;
 	ctx->st->rx_bytes += fi->payload_len;
 	ep->sb->rx_packets++;
@@ -262,6 +329,7 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 /* A completion of the batch being handled. */
 struct qps_rx_item {
 	uint32_t buf;		/* UINT32_MAX: not one of our buffers */
+	uint32_t dg;		/* the datagram's: @buf, or reassembled */
 	bool ok;		/* a valid datagram in @fi */
 	uint32_t key;		/* qps_demux_key(&fi), when ok */
 	struct qps_frame_info fi;
@@ -306,6 +374,35 @@ static bool qps_rx_check_ud(struct qps_ctx *ctx, const struct ibv_wc *wc,
 	return true;
 }
 
+/* A fragment: when it completes its datagram, that datagram is the
+ * item's, parsed whole, in a slot of its own. */
+static void qps_rx_reasm(struct qps_ctx *ctx, struct qps_rx_item *it)
+{
+	enum qps_rx_reason why;
+	uint8_t *frame;
+	uint32_t dg;
+	int len;
+
+	len = qps_ipfrag_input(&ctx->rx.frag, ctx->st,
+			       qps_rx_buf_addr(ctx, it->buf), qps_now_ns(),
+			       &frame);
+	if (len <= 0)
+		return;
+	dg = qps_rx_big_add(ctx, frame);
+	if (dg == UINT32_MAX) {
+		ctx->st->rx_reasm_mem++;
+		return;
+	}
+	why = qps_frame_parse(frame, (size_t)len, &it->fi);
+	ctx->st->rx_bad[why]++;
+	if (why != QPS_RX_OK) {
+		qps_rx_buf_put_locked(ctx, dg);
+		return;
+	}
+	it->dg = dg;
+	it->ok = true;
+}
+
 static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 			 struct qps_rx_item *it)
 {
@@ -313,11 +410,13 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 
 	it->ok = false;
 	it->buf = UINT32_MAX;
+	it->dg = UINT32_MAX;
 	if (wc->wr_id >= ctx->rx.depth) {
 		ctx->st->rx_errors++;
 		return;
 	}
 	it->buf = (uint32_t)wc->wr_id;
+	it->dg = it->buf;
 	/* Progress holds a reference while it demultiplexes. */
 	ctx->rx.ref[it->buf] = 1;
 	if (wc->status != IBV_WC_SUCCESS || wc->byte_len > ctx->rx.buf_size) {
@@ -338,6 +437,8 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 			      &it->fi);
 	ctx->st->rx_bad[why]++;
 	it->ok = why == QPS_RX_OK;
+	if (why == QPS_RX_FRAGMENT)
+		qps_rx_reasm(ctx, it);
 }
 
 /* Datagrams parsed between prefetching a table slot and following it. */
@@ -375,7 +476,9 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
 			qps_demux_prefetch(ctx, &it[i].fi, it[i].key, 1);
 	for (i = 0; i < n; i++) {
 		if (it[i].ok)
-			qps_demux(ctx, it[i].buf, &it[i].fi, it[i].key);
+			qps_demux(ctx, it[i].dg, &it[i].fi, it[i].key);
+		if (it[i].dg != it[i].buf)
+			qps_rx_buf_put_locked(ctx, it[i].dg);
 		if (it[i].buf != UINT32_MAX)
 			qps_rx_buf_put_locked(ctx, it[i].buf);
 	}
@@ -438,6 +541,9 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 		ctx->rx.cq_armed = false;
 	}
 	total = qps_rx_poll_all(ctx);
+	/* The clock is read only while fragments wait. */
+	if (ctx->rx.frag.nq)
+		qps_ipfrag_expire(&ctx->rx.frag, ctx->st, qps_now_ns());
 	if (total < 0 || !ctx->rx.cq_arm_always)
 		return total;
 	n = qps_rx_arm_locked(ctx);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "demux.h"
+#include "ipfrag.h"
 
 struct qps_cq;
 struct qps_ctx;
@@ -31,6 +32,14 @@ struct qps_rxd {
 	uint16_t meta;		/* 1: ep->rxts holds its timestamp */
 };
 
+/* A reassembled datagram, too long for a receive buffer: queued like one,
+ * by the index depth + its slot (rx.c qps_rx_big_add). */
+struct qps_rx_big {
+	uint8_t *data;			/* its whole frame; NULL: slot free */
+	uint32_t ref;
+	uint32_t next_free;
+};
+
 /* Under lock: the poller, buffers, endpoint queues (struct qps_ep rxq). */
 struct qps_rx {
 	pthread_mutex_t lock;
@@ -46,6 +55,10 @@ struct qps_rx {
 	bool cq_arm_always;		/* an fd was handed out: keep armed */
 	bool qp_err;			/* receive QP failed: see qp_recover.c */
 	uint32_t inside;		/* receive calls that may linger (rx.c) */
+	struct qps_ipfrag frag;		/* raw transport: reassembly */
+	struct qps_rx_big *big;
+	uint32_t nbig;
+	uint32_t big_free;		/* first free slot, UINT32_MAX: none */
 };
 
 int qps_rx_init(struct qps_ctx *ctx);

@@ -41,6 +41,7 @@
  */
 #define QPS_TXM_FLOW 1u		/* unconnected: commit the flow's head */
 #define QPS_TXM_MORE 2u		/* another frame of the same call follows */
+#define QPS_TXM_FRAG 4u		/* a datagram's fragment after its first */
 
 struct qps_tx_meta {
 	uint32_t len;			/* frame bytes */

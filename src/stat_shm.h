@@ -62,6 +62,8 @@ struct qps_sq_stats {
 	uint64_t qp_recoveries;		/* times it was brought back */
 	uint64_t signaled;		/* WQEs that asked for a completion */
 	uint64_t reaped;		/* WQEs completed, signalled or not */
+	uint64_t frags;			/* fragment frames posted */
+	uint64_t frag_partial;		/* datagrams cut short mid-fragments */
 } __attribute__((aligned(QPS_STAT_ALIGN)));
 
 /* struct qps_stat_ep flags */
@@ -187,6 +189,8 @@ static inline void qps_stat_sq_fold(const struct qps_sq_stats *s,
 	all->tx_reaped += s->reaped;
 	all->qp_errors += s->qp_errors;
 	all->qp_recoveries += s->qp_recoveries;
+	all->tx_frags += s->frags;
+	all->tx_frag_partial += s->frag_partial;
 }
 
 _Static_assert(sizeof(struct qps_stats) % sizeof(uint64_t) == 0,

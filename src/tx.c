@@ -283,7 +283,7 @@ static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
 	if (ret == 0 && (m->flags & QPS_TXM_FLOW))
 		qps_txq_flow_commit(ctx->txq, m->hash, (int)sq->idx, head);
 	qps_txq_park(ctx->txq, (int)sq->idx, -1);
-	if (ret == 0) {
+	if (ret == 0 && !(m->flags & QPS_TXM_FRAG)) {
 		sq->st->packets++;
 		sq->st->bytes += m->bytes;
 	}
@@ -424,11 +424,14 @@ static int qps_tx_check(const struct qps_ep *ep, const void *buf, size_t len,
 	if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
 		return -EPIPE;
 	if (len > __atomic_load_n(&ep->ctx->max_payload, __ATOMIC_RELAXED)) {
-		/* Too long, or the MTU went up since it was last read: ask
-		 * again before refusing (route.c follows it). */
+		/* Too long for one frame, or the MTU went up since it was
+		 * last read: ask again (route.c follows it). The raw
+		 * transport fragments what one frame cannot carry. */
 		qps_route_gen(ep->ctx);
-		if (len > __atomic_load_n(&ep->ctx->max_payload,
-					  __ATOMIC_RELAXED))
+		if (len > (ep->ctx->ud ?
+			   __atomic_load_n(&ep->ctx->max_payload,
+					   __ATOMIC_RELAXED) :
+			   QPS_UDP_MAX_PAYLOAD))
 			return -EMSGSIZE;
 	}
 	if (!buf && len)
@@ -571,10 +574,11 @@ static void qps_tx_hold_flow(struct qps_ep *ep, const struct sockaddr_in *dst,
  * now by us as owner, or parked for the owner. A full band fails at once
  * (-EAGAIN, counted in the band's drops) when the sender may not wait,
  * else waits up to SNDTIMEO reaping completions; a refused slot is given
- * back.
+ * back, and with @counted the endpoint's counts of it taken back too.
  */
 static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
-		       uint32_t len, unsigned int prio, bool dontwait)
+		       uint32_t len, unsigned int prio, bool dontwait,
+		       bool counted)
 {
 	void *item = (void *)((uintptr_t)slot + 1);
 	int ret;
@@ -591,9 +595,11 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 		pthread_mutex_lock(&sq->lock);
 		qps_txq_park(sq->ctx->txq, (int)sq->idx, -1);
 		qps_tx_slot_put(sq, slot);
-		ep->sb->tx_packets--;
-		ep->sb->tx_bytes -= len;
-		ep->sb->tx_drops++;
+		if (counted) {
+			ep->sb->tx_packets--;
+			ep->sb->tx_bytes -= len;
+			ep->sb->tx_drops++;
+		}
 		pthread_mutex_unlock(&sq->lock);
 	}
 	return ret < 0 ? ret : 0;
@@ -624,6 +630,139 @@ static int qps_tx_ud_build_locked(struct qps_ep *ep, struct qps_sq *sq,
 	if (len)
 		memcpy(msg + QPS_UD_HDR_LEN, buf, len);
 	return qps_ud_hdr_build(msg, &hi, len);
+}
+
+/* The IPv4 and UDP fields of a datagram of @ep to @to, on @sq (whose
+ * lock gives it its IP ID); the destination MAC is the caller's. */
+static void qps_tx_hdr_locked(const struct qps_ep *ep, struct qps_sq *sq,
+			      const struct sockaddr_in *to,
+			      struct qps_frame_hdr *h)
+{
+	const struct qps_ctx *ctx = ep->ctx;
+
+	memcpy(h->src_mac, ctx->info.mac, 6);
+	h->saddr = ctx->info.addr.s_addr;
+	h->daddr = to->sin_addr.s_addr;
+	h->sport = ep->local.sin_port;
+	h->dport = to->sin_port;
+	h->ip_id = htons(sq->ip_id++);
+	h->ttl = IN_MULTICAST(ntohl(h->daddr)) ?
+		 __atomic_load_n(&ep->mc_ttl, __ATOMIC_RELAXED) :
+		 __atomic_load_n(&ep->ttl, __ATOMIC_RELAXED);
+	h->tos = __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
+}
+
+/* A non-blocking sender of @n fragments: room for all of them now, or
+ * none is sent (as the kernel refuses a datagram whose fragments the
+ * send buffer cannot take, rather than send part of it). */
+static int qps_tx_frag_room_locked(struct qps_sq *sq, size_t n)
+{
+	int ret;
+
+	if (n > sq->ctx->tx_depth)
+		n = sq->ctx->tx_depth;
+	if (sq->nfree >= n)
+		return 0;
+	ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
+	if (ret >= 0)
+		ret = qps_tx_reap_locked(sq);
+	if (ret < 0)
+		return ret;
+	return sq->nfree >= n ? 0 : -EAGAIN;
+}
+
+/* What a fragmented datagram's end does to the endpoint's counters, under
+ * the queue's lock: counted once, sent or refused, as qps_tx_one counts a
+ * datagram of one frame; cut short after @handed fragments went out. */
+static void qps_tx_frags_count(struct qps_ep *ep, struct qps_sq *sq,
+			       size_t len, int ret, uint32_t handed,
+			       bool band_refused)
+{
+	pthread_mutex_lock(&sq->lock);
+	if (ret == 0) {
+		ep->sb->tx_packets++;
+		ep->sb->tx_bytes += len;
+		ep->sb->txq = (int32_t)sq->idx;
+	} else if (handed || band_refused) {
+		ep->sb->tx_drops++;
+	}
+	if (ret < 0 && handed)
+		sq->st->frag_partial++;
+	pthread_mutex_unlock(&sq->lock);
+}
+
+/*
+ * A datagram above the MTU, sent as the kernel's ip_fragment() sends it:
+ * one IP ID, fragments of the largest multiple of 8 bytes the MTU takes,
+ * in order and all on the queue @r holds, the UDP checksum (over the
+ * whole datagram) in the first. Every fragment but the datagram's last
+ * asks for MORE, so its doorbell rings once. A fragment refused after
+ * others were handed over (the band full for a sender that may not wait,
+ * SNDTIMEO) cuts the datagram short: the call fails as a refused send
+ * does, and tx_frag_partial counts what the wire got part of.
+ */
+static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
+			const struct qps_frame_hdr *h, const void *buf,
+			size_t len, uint32_t hash, bool flow,
+			unsigned int prio, bool dontwait, bool more)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	struct qps_sq *sq = r->sq;
+	size_t unit = (__atomic_load_n(&ctx->max_payload, __ATOMIC_RELAXED) +
+		       QPS_UDP_HLEN) & ~(size_t)7;
+	size_t total = QPS_UDP_HLEN + len, off;
+	uint8_t udp[QPS_UDP_HLEN];
+	bool band_refused = false;
+	uint32_t handed = 0;
+	int ret = 0;
+
+	qps_udp_hdr_build(udp, h, len, qps_csum_partial(buf, len, 0));
+	if (dontwait)
+		ret = qps_tx_frag_room_locked(sq, (total + unit - 1) / unit);
+	for (off = 0; ret == 0 && off < total; off += unit) {
+		size_t n = total - off < unit ? total - off : unit;
+		bool last = off + n == total;
+		uint8_t *frame, *p;
+		uint32_t slot;
+
+		if (!r->sq)
+			qps_tx_run_lock(r, sq->idx);
+		ret = qps_tx_slot_get_locked(ep, sq, dontwait, &slot);
+		if (ret < 0)
+			break;
+		frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
+		p = frame + QPS_ETH_HLEN + QPS_IP_HLEN;
+		if (off == 0) {
+			memcpy(p, udp, QPS_UDP_HLEN);
+			memcpy(p + QPS_UDP_HLEN, buf, n - QPS_UDP_HLEN);
+		} else {
+			memcpy(p, (const uint8_t *)buf + off - QPS_UDP_HLEN, n);
+		}
+		sq->meta[slot] = (struct qps_tx_meta){
+			.len = (uint32_t)qps_frame_build_frag(frame, h, n, off,
+							      !last),
+			.bytes = off ? 0 : (uint32_t)len,
+			.hash = hash,
+			.flags = (flow ? QPS_TXM_FLOW : 0) |
+				 (!last || more ? QPS_TXM_MORE : 0) |
+				 (off ? QPS_TXM_FRAG : 0),
+			.who = &qps_tx_self,
+		};
+		qps_txq_park(ctx->txq, (int)sq->idx, 1);
+		sq->st->frags++;
+		pthread_mutex_unlock(&sq->lock);
+		r->sq = NULL;
+		ret = qps_tx_band(ep, sq, slot, (uint32_t)n, prio, dontwait,
+				  false);
+		band_refused = ret < 0;
+		handed += ret == 0;
+	}
+	if (r->sq) {
+		pthread_mutex_unlock(&r->sq->lock);
+		r->sq = NULL;
+	}
+	qps_tx_frags_count(ep, sq, len, ret, handed, band_refused);
+	return ret;
 }
 
 /*
@@ -663,6 +802,12 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (ret < 0)
 		return ret;
 	sq = r->sq;
+	if (!ctx->ud &&
+	    len > __atomic_load_n(&ctx->max_payload, __ATOMIC_RELAXED)) {
+		qps_tx_hdr_locked(ep, sq, &to, &h);
+		return qps_tx_frags(ep, r, &h, buf, len, hash, dst != NULL,
+				    prio, dontwait, more);
+	}
 	ret = qps_tx_slot_get_locked(ep, sq, dontwait, &slot);
 	if (ret < 0)
 		return ret;
@@ -672,16 +817,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	} else {
 		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
 
-		memcpy(h.src_mac, ctx->info.mac, 6);
-		h.saddr = ctx->info.addr.s_addr;
-		h.daddr = to.sin_addr.s_addr;
-		h.sport = ep->local.sin_port;
-		h.dport = to.sin_port;
-		h.ip_id = htons(sq->ip_id++);
-		h.ttl = IN_MULTICAST(ntohl(h.daddr)) ?
-			__atomic_load_n(&ep->mc_ttl, __ATOMIC_RELAXED) :
-			__atomic_load_n(&ep->ttl, __ATOMIC_RELAXED);
-		h.tos = __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
+		qps_tx_hdr_locked(ep, sq, &to, &h);
 		/* The payload's checksum is taken while it is copied. */
 		ret = qps_frame_build_sum(frame, &h, len,
 					  qps_csum_copy(frame + QPS_HDRS_LEN,
@@ -708,7 +844,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	/* The owner's post takes sq->lock: hand the slot over without it. */
 	pthread_mutex_unlock(&sq->lock);
 	r->sq = NULL;
-	return qps_tx_band(ep, sq, slot, (uint32_t)len, prio, dontwait);
+	return qps_tx_band(ep, sq, slot, (uint32_t)len, prio, dontwait, true);
 }
 
 static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,

@@ -74,6 +74,15 @@ const struct sf_field sf_fields[] = {
 	SF("UD transport", rx_ud_bad_hdr),
 	SF("QP errors", qp_errors),
 	SF("QP errors", qp_recoveries),
+	SF("IPv4 fragments", rx_reasm_ok),
+	SF("IPv4 fragments", rx_reasm_timeout),
+	SF("IPv4 fragments", rx_reasm_overlap),
+	SF("IPv4 fragments", rx_reasm_dup),
+	SF("IPv4 fragments", rx_reasm_mem),
+	SF("IPv4 fragments", rx_reasm_bad),
+	SF("IPv4 fragments", rx_reasm_bytes),
+	SF("IPv4 fragments", tx_frags),
+	SF("IPv4 fragments", tx_frag_partial),
 };
 
 const unsigned int sf_nfields = sizeof(sf_fields) / sizeof(sf_fields[0]);
@@ -143,5 +152,14 @@ _Static_assert(SF_N(tx_packets) +
 	       SF_N(rx_ud_bad_grh) +
 	       SF_N(rx_ud_bad_hdr) +
 	       SF_N(qp_errors) +
-	       SF_N(qp_recoveries) == sizeof(struct qps_stats) / sizeof(uint64_t),
+	       SF_N(qp_recoveries) +
+	       SF_N(rx_reasm_ok) +
+	       SF_N(rx_reasm_timeout) +
+	       SF_N(rx_reasm_overlap) +
+	       SF_N(rx_reasm_dup) +
+	       SF_N(rx_reasm_mem) +
+	       SF_N(rx_reasm_bad) +
+	       SF_N(rx_reasm_bytes) +
+	       SF_N(tx_frags) +
+	       SF_N(tx_frag_partial) == sizeof(struct qps_stats) / sizeof(uint64_t),
 	       "sf_fields lists every field of struct qps_stats");

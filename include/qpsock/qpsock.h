@@ -55,6 +55,7 @@ enum qps_ctx_attr_mask {
 	QPS_CTX_ATTR_TRANSPORT = 1 << 12,
 	QPS_CTX_ATTR_BUSY_POLL = 1 << 13,
 	QPS_CTX_ATTR_STATS = 1 << 14,
+	QPS_CTX_ATTR_IPFRAG = 1 << 15,	/* ipfrag_mem and ipfrag_time_ms */
 };
 
 /*
@@ -115,6 +116,12 @@ enum qps_tx_policy {
  *	at most QPS_BUSY_POLL_MAX_US; 0 = sleep at once).
  * @stats: 1: publish the counters in /dev/shm for qps_stat, 0: keep them
  *	private (default 1, or 0 when the environment has QPS_STATS=0).
+ * @ipfrag_mem: raw transport: bytes IPv4 reassembly may hold, as
+ *	net.ipv4.ipfrag_high_thresh (default QPS_IPFRAG_MEM_DEFAULT, at most
+ *	QPS_IPFRAG_MEM_MAX; 0 = fragments are dropped, counted).
+ * @ipfrag_time_ms: how long an incomplete datagram's fragments are kept,
+ *	as net.ipv4.ipfrag_time (default QPS_IPFRAG_TIME_DEFAULT_MS,
+ *	1..QPS_IPFRAG_TIME_MAX_MS).
  */
 struct qps_ctx_attr {
 	uint64_t comp_mask;
@@ -133,9 +140,15 @@ struct qps_ctx_attr {
 	uint32_t transport;
 	uint32_t busy_poll_us;
 	uint32_t stats;
+	uint32_t ipfrag_mem;
+	uint32_t ipfrag_time_ms;
 };
 
 #define QPS_TX_SIGNAL_DEFAULT 16
+#define QPS_IPFRAG_MEM_DEFAULT (4u << 20)
+#define QPS_IPFRAG_MEM_MAX (1u << 30)
+#define QPS_IPFRAG_TIME_DEFAULT_MS 30000u
+#define QPS_IPFRAG_TIME_MAX_MS 3600000u
 #define QPS_BUSY_POLL_DEFAULT_US 50
 #define QPS_BUSY_POLL_MAX_US 1000000
 
@@ -189,7 +202,7 @@ enum qps_rx_reason {
 	QPS_RX_BAD_VERSION,	/* IP version field is not 4 */
 	QPS_RX_BAD_IHL,		/* IHL < 5 or header beyond the frame */
 	QPS_RX_BAD_TOTLEN,	/* total length < header or beyond the frame */
-	QPS_RX_FRAGMENT,	/* MF set or non-zero fragment offset */
+	QPS_RX_FRAGMENT,	/* a fragment, handed to reassembly */
 	QPS_RX_BAD_IP_CSUM,	/* IPv4 header checksum mismatch */
 	QPS_RX_NOT_UDP,		/* protocol is not UDP */
 	QPS_RX_SHORT_UDP,	/* no room for the UDP header */
@@ -281,6 +294,19 @@ struct qps_stats {
 	 * next progress call; what it held completes as tx_errors */
 	uint64_t qp_errors;		/* QPs that entered the error state */
 	uint64_t qp_recoveries;		/* QPs brought back up */
+	/* IPv4 fragments (raw transport, docs/packet.md "Fragments"): each
+	 * fragment received counts in rx_bad[QPS_RX_FRAGMENT]; a datagram
+	 * reassembled from them is then parsed as one (rx_bad[]) */
+	uint64_t rx_reasm_ok;		/* datagrams reassembled */
+	uint64_t rx_reasm_timeout;	/* dropped incomplete: ipfrag_time_ms */
+	uint64_t rx_reasm_overlap;	/* dropped: overlapping fragments */
+	uint64_t rx_reasm_dup;		/* duplicate fragments ignored */
+	uint64_t rx_reasm_mem;		/* dropped: ipfrag_mem cap reached */
+	uint64_t rx_reasm_bad;		/* malformed fragments dropped */
+	uint64_t rx_reasm_bytes;	/* gauge: bytes held for reassembly */
+	uint64_t tx_frags;		/* fragments sent (datagrams > MTU) */
+	uint64_t tx_frag_partial;	/* datagrams cut short: some of their
+					 * fragments queued, then refused */
 };
 
 /**
