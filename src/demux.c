@@ -206,6 +206,13 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 	const struct qps_mc_rule *r;
 	uint32_t i = 0, hit = 0, queued = 0;
 
+	if ((ctx->info.caps & QPS_DEV_CAP_MC_LOOP) &&
+	    qps_mc_loop_off(ctx, &fi->hdr)) {
+		ctx->st->rx_mc_loop_off++;
+		ctx->st->rx_no_endpoint++;
+		return;
+	}
+
 	/* Pairs with QPS_RCU_STORE of ctx->dmx.mc_tab (mcast.c). */
 	r = qps_mc_lookup(QPS_RCU_LOAD(ctx->dmx.mc_tab), fi->hdr.daddr,
 			  fi->hdr.dport);

@@ -260,6 +260,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	ep->busy_poll_us = (int)ctx->busy_poll_us;
 	ep->ttl = QPS_IP_TTL_DEFAULT;
 	ep->mc_ttl = QPS_IP_MC_TTL_DEFAULT;
+	ep->mc_loop = 1;
 	ep->rxq = calloc(ep->rxq_cap, sizeof(*ep->rxq));
 	ret = ep->rxq ? qps_ep_fds(ep) : -ENOMEM;
 	if (ret < 0) {
@@ -574,8 +575,8 @@ static int qps_opt_int(const void *val, socklen_t len, int *out)
 
 /*
  * IP_TTL, IP_MULTICAST_TTL and IP_TOS as Linux takes them: -1 restores the
- * default. A multicast TTL of 0 (the host only) is refused: qpsock does not
- * loop multicast back to local subscribers, so nothing would be delivered.
+ * default. A multicast TTL of 0 (the host only) is refused: the device
+ * would still put the frame on the wire.
  */
 static int qps_ep_set_hdr_opt(struct qps_ep *ep, int opt, int v)
 {
@@ -609,6 +610,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_TTL:
 	case QPS_OPT_MULTICAST_TTL:
 	case QPS_OPT_TOS:
+	case QPS_OPT_MULTICAST_LOOP:
 	case QPS_OPT_PRIORITY:
 	case QPS_OPT_RCVTIMEO:
 	case QPS_OPT_SNDTIMEO:
@@ -650,6 +652,11 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_MULTICAST_TTL:
 	case QPS_OPT_TOS:
 		return qps_ep_set_hdr_opt(ep, opt, v);
+	case QPS_OPT_MULTICAST_LOOP:
+		/* Any value, as Linux: non-zero is on. Read by senders and
+		 * the receive path without a lock. */
+		__atomic_store_n(&ep->mc_loop, v != 0, __ATOMIC_RELAXED);
+		break;
 	case QPS_OPT_PRIORITY:
 		if (v < 0 || v > 15)
 			return -EINVAL;
@@ -715,6 +722,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		break;
 	case QPS_OPT_TOS:
 		v = __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
+		break;
+	case QPS_OPT_MULTICAST_LOOP:
+		v = __atomic_load_n(&ep->mc_loop, __ATOMIC_RELAXED);
 		break;
 	case QPS_OPT_PRIORITY:
 		v = ep->priority;

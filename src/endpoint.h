@@ -75,6 +75,7 @@ struct qps_ep {
 	uint8_t ttl;
 	uint8_t mc_ttl;
 	uint8_t tos;
+	uint8_t mc_loop;	/* QPS_OPT_MULTICAST_LOOP, the same way */
 	int sndtimeo_ms;
 	int error;
 	uint32_t rcvbuf;

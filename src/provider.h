@@ -77,6 +77,11 @@ enum qps_dev_caps {
 	 * semantics) and modify_qp brings it back through RESET. Without
 	 * it (packet) an error fails only its own WQE. */
 	QPS_DEV_CAP_QP_ERR = 1 << 3,
+	/* The device hands a multicast frame it sends back to its own port
+	 * when the port's steering takes the group (emu; mlx4 unless a QP
+	 * blocks self-multicast loopback), and on a shared netdev to the
+	 * host's stack too. */
+	QPS_DEV_CAP_MC_LOOP = 1 << 4,
 };
 
 /* GID table of a RoCE port, as mlx4 fills it from its netdev: index 0 is

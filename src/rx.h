@@ -72,6 +72,9 @@ void qps_rxq_drain_locked(struct qps_ep *ep);
 bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts);
 void qps_ep_arm_locked(struct qps_ep *ep);
+/* A frame the device never saw (multicast loopback, mc_loop.c): parsed
+ * and demultiplexed as if received; takes @frame (malloc'd). */
+void qps_rx_inject(struct qps_ctx *ctx, uint8_t *frame, size_t len);
 void qps_ep_wake_locked(struct qps_ep *ep);
 
 #endif /* QPS_RX_H */

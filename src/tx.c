@@ -767,12 +767,13 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 
 /*
  * Build one checked datagram to @dst (NULL: the connected peer) in a slot
- * of the send queue picked for it and hand it to that queue.
+ * of the send queue picked for it and hand it to that queue; *@sent_to
+ * says where it went.
  */
 static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		      const void *buf, size_t len,
 		      const struct sockaddr_in *dst, unsigned int prio,
-		      bool dontwait, bool more)
+		      bool dontwait, bool more, struct sockaddr_in *sent_to)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct qps_frame_hdr h;
@@ -802,6 +803,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (ret < 0)
 		return ret;
 	sq = r->sq;
+	*sent_to = to;
 	if (!ctx->ud &&
 	    len > __atomic_load_n(&ctx->max_payload, __ATOMIC_RELAXED)) {
 		qps_tx_hdr_locked(ep, sq, &to, &h);
@@ -852,6 +854,7 @@ static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
 {
 	struct qps_tx_run run = { .ctx = ep->ctx };
 	bool more = flags & QPS_MSG_MORE;
+	struct sockaddr_in to;
 	int ret, end;
 
 	if (flags & ~QPS_TX_FLAGS)
@@ -863,8 +866,10 @@ static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
 	if (ret < 0)
 		return ret;
 	ret = qps_tx_one(ep, &run, buf, len, dst, (unsigned int)ep->priority,
-			 ep->nonblock || (flags & QPS_MSG_DONTWAIT), more);
+			 ep->nonblock || (flags & QPS_MSG_DONTWAIT), more, &to);
 	end = qps_tx_run_end(&run, more);
+	if (ret == 0 && IN_MULTICAST(ntohl(to.sin_addr.s_addr)))
+		qps_mc_loop(ep, &to, buf, len);
 	if (ret == 0 && end < 0)
 		ret = end;
 	return ret < 0 ? ret : (ssize_t)len;
@@ -915,6 +920,7 @@ static int qps_tx_msg(struct qps_ep *ep, struct qps_tx_run *r,
 		      const struct qps_msg *m, bool dontwait, bool more)
 {
 	const struct sockaddr_in *dst;
+	struct sockaddr_in to;
 	int ret;
 
 	ret = qps_tx_dest(ep, m->dest, m->dest_len, &dst);
@@ -929,9 +935,14 @@ static int qps_tx_msg(struct qps_ep *ep, struct qps_tx_run *r,
 	ret = qps_ep_autobind(ep);
 	if (ret < 0)
 		return ret;
-	return qps_tx_one(ep, r, m->buf, m->len, dst,
-			  (unsigned int)(m->priority < 0 ? ep->priority :
-					 m->priority), dontwait, more);
+	ret = qps_tx_one(ep, r, m->buf, m->len, dst,
+			 (unsigned int)(m->priority < 0 ? ep->priority :
+					m->priority), dontwait, more, &to);
+	/* Before the burst's doorbell: the host's copy may come first, as
+	 * it may from a NIC's loopback. */
+	if (ret == 0 && IN_MULTICAST(ntohl(to.sin_addr.s_addr)))
+		qps_mc_loop(ep, &to, m->buf, m->len);
+	return ret;
 }
 
 int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,

@@ -83,6 +83,9 @@ const struct sf_field sf_fields[] = {
 	SF("IPv4 fragments", rx_reasm_bytes),
 	SF("IPv4 fragments", tx_frags),
 	SF("IPv4 fragments", tx_frag_partial),
+	SF("multicast loopback", tx_mc_loops),
+	SF("multicast loopback", tx_mc_loop_errors),
+	SF("multicast loopback", rx_mc_loop_off),
 };
 
 const unsigned int sf_nfields = sizeof(sf_fields) / sizeof(sf_fields[0]);
@@ -161,5 +164,8 @@ _Static_assert(SF_N(tx_packets) +
 	       SF_N(rx_reasm_bad) +
 	       SF_N(rx_reasm_bytes) +
 	       SF_N(tx_frags) +
-	       SF_N(tx_frag_partial) == sizeof(struct qps_stats) / sizeof(uint64_t),
+	       SF_N(tx_frag_partial) +
+	       SF_N(tx_mc_loops) +
+	       SF_N(tx_mc_loop_errors) +
+	       SF_N(rx_mc_loop_off) == sizeof(struct qps_stats) / sizeof(uint64_t),
 	       "sf_fields lists every field of struct qps_stats");

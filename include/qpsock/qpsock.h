@@ -307,6 +307,14 @@ struct qps_stats {
 	uint64_t tx_frags;		/* fragments sent (datagrams > MTU) */
 	uint64_t tx_frag_partial;	/* datagrams cut short: some of their
 					 * fragments queued, then refused */
+	/* multicast loopback (QPS_OPT_MULTICAST_LOOP) */
+	uint64_t tx_mc_loops;		/* datagrams looped to the context's
+					 * subscribers by qpsock (a device
+					 * that does not loop: packet) */
+	uint64_t tx_mc_loop_errors;	/* of those, not looped: no memory */
+	uint64_t rx_mc_loop_off;	/* own multicast the device looped
+					 * back, dropped: its sender has
+					 * QPS_OPT_MULTICAST_LOOP 0 */
 };
 
 /**
@@ -417,6 +425,7 @@ enum qps_opt {
 	QPS_OPT_TTL,		/* 1..255: unicast TTL, as IP_TTL (64) */
 	QPS_OPT_MULTICAST_TTL,	/* 1..255: as IP_MULTICAST_TTL (1) */
 	QPS_OPT_TOS,		/* 0..255: DSCP/ECN byte, as IP_TOS (0) */
+	QPS_OPT_MULTICAST_LOOP,	/* 0/1: as IP_MULTICAST_LOOP (1) */
 };
 
 /**

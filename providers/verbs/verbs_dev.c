@@ -406,7 +406,9 @@ static int open_device(struct qps_verbs_dev *vd, struct ibv_device *ibdev,
 			      vd->info.name, vd->port,
 			      ibv_port_state_str(pattr.state));
 
-	vd->info.caps |= QPS_DEV_CAP_QP_ERR;
+	/* mlx4 loops multicast back to the port's QPs (qpsock never sets
+	 * IBV_QP_CREATE_BLOCK_SELF_MCAST_LB) and to the host's netdev. */
+	vd->info.caps |= QPS_DEV_CAP_QP_ERR | QPS_DEV_CAP_MC_LOOP;
 	vd->info.max_qp_wr = (uint32_t)dattr.max_qp_wr;
 	vd->info.max_cqe = (uint32_t)dattr.max_cqe;
 	if (dattr.device_cap_flags & IBV_DEVICE_MANAGED_FLOW_STEERING)
