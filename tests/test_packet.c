@@ -1513,6 +1513,139 @@ static void test_fragments(void)
 	close(kfd);
 }
 
+/* Fragments of one datagram of @len bytes (ID @id) to A's port @dport, cut
+ * at @unit IP payload bytes: frame i in f[i], its length in fl[i]. */
+#define WF_MAX 8
+static unsigned int wire_frags(uint8_t f[][1600], size_t fl[], size_t len,
+			       size_t unit, uint16_t id, uint16_t dport,
+			       uint8_t seed)
+{
+	static uint8_t whole[8 + 8000];
+	struct qps_frame_hdr h;
+	size_t off, total = 8 + len;
+	unsigned int n = 0;
+
+	memset(&h, 0, sizeof(h));
+	mac_parse(MAC_A, h.dst_mac);
+	mac_parse(MAC_B, h.src_mac);
+	h.saddr = ip4(IP_B);
+	h.daddr = ip4(IP_A);
+	h.sport = htons(5556);
+	h.dport = htons(dport);
+	h.ip_id = htons(id);
+	fill(whole + 8, len, seed);
+	qps_udp_hdr_build(whole, &h, len, qps_csum_partial(whole + 8, len, 0));
+	for (off = 0; off < total && n < WF_MAX; off += unit, n++) {
+		size_t k = total - off < unit ? total - off : unit;
+
+		memcpy(f[n] + QPS_ETH_HLEN + QPS_IP_HLEN, whole + off, k);
+		fl[n] = (size_t)qps_frame_build_frag(f[n], &h, k, off,
+						     off + k < total);
+	}
+	return n;
+}
+
+/*
+ * The reassembly on the wire, with frames a raw socket of B puts there:
+ * out of order and duplicated (delivered once), overlapping (dropped),
+ * a hole (timed out at ipfrag_time_ms), and a flood of first fragments
+ * against a small ipfrag_mem (capped, counted); traffic goes on after.
+ */
+static void test_fragments_wire(void)
+{
+	struct sockaddr_in any = t_sin("0.0.0.0", 7960);
+	static uint8_t f[WF_MAX][1600], g[WF_MAX][1600], in[8192], want[8192];
+	size_t fl[WF_MAX], gl[WF_MAX];
+	struct qps_ctx_attr attr = { 0 };
+	struct qps_stats st0, st1;
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	int raw, ifi, tmo = 500, i;
+	unsigned int n;
+
+	attr.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
+			 QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_IPFRAG;
+	attr.provider = "packet";
+	attr.dev = if_a;
+	attr.addr.s_addr = ip4(IP_A);
+	attr.ipfrag_mem = 64 * 1024;
+	attr.ipfrag_time_ms = 200;
+	T_EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	T_EQ(qps_setopt(ep, QPS_OPT_RCVTIMEO, &tmo, sizeof(tmo)), 0);
+	T_EQ_FATAL(qps_bind(ep, (struct sockaddr *)&any, sizeof(any)), 0);
+	raw = raw_b(&ifi);
+	CU_ASSERT_FATAL(raw >= 0);
+	st0 = t_ctx_stats(ctx);
+
+	/* Reversed, the middle one twice: one datagram. */
+	n = wire_frags(f, fl, 4000, 1480, 101, 7960, 1);
+	T_EQ_FATAL(n, 3);
+	inject(raw, ifi, f[2], fl[2]);
+	inject(raw, ifi, f[1], fl[1]);
+	inject(raw, ifi, f[1], fl[1]);
+	inject(raw, ifi, f[0], fl[0]);
+	fill(want, 4000, 1);
+	T_EQ(qps_recv(ep, in, sizeof(in), 0), 4000);
+	CU_ASSERT(!memcmp(in, want, 4000));
+
+	/* Overlapping: 1480 bytes at 1472 against 0..1480: dropped whole,
+	 * and the rest of it can no longer complete anything. */
+	n = wire_frags(f, fl, 4000, 1480, 102, 7960, 2);
+	(void)wire_frags(g, gl, 4000, 1472, 102, 7960, 2);
+	inject(raw, ifi, f[0], fl[0]);
+	inject(raw, ifi, g[1], gl[1]);
+	inject(raw, ifi, f[1], fl[1]);
+	inject(raw, ifi, f[2], fl[2]);
+	/* A hole: the last fragment of another datagram never comes. */
+	n = wire_frags(f, fl, 4000, 1480, 103, 7960, 3);
+	inject(raw, ifi, f[0], fl[0]);
+	inject(raw, ifi, f[1], fl[1]);
+	T_EQ(qps_recv(ep, in, sizeof(in), 0), -ETIMEDOUT);
+
+	/* A flood of first fragments: held up to the cap, then counted. */
+	for (i = 0; i < 200; i++) {
+		n = wire_frags(f, fl, 4000, 1480, (uint16_t)(1000 + i), 7960,
+			       4);
+		inject(raw, ifi, f[0], fl[0]);
+	}
+	t_sleep_ms(50);
+	qps_ctx_progress(ctx);
+	st1 = t_ctx_stats(ctx);
+	T_LE(st1.rx_reasm_bytes, 64 * 1024);
+	T_GE(st1.rx_reasm_mem - st0.rx_reasm_mem, 150);
+	/* After the lifetime, everything held is gone. */
+	t_sleep_ms(300);
+	qps_ctx_progress(ctx);
+	st1 = t_ctx_stats(ctx);
+	T_EQ(st1.rx_reasm_bytes, 0);
+	T_EQ(st1.rx_reasm_ok - st0.rx_reasm_ok, 1);
+	T_EQ(st1.rx_reasm_dup - st0.rx_reasm_dup, 1);
+	T_EQ(st1.rx_reasm_overlap - st0.rx_reasm_overlap, 1);
+	T_GE(st1.rx_reasm_timeout - st0.rx_reasm_timeout, 2);
+	T_EQ(st1.rx_reasm_mem - st0.rx_reasm_mem +
+	     st1.rx_reasm_timeout - st0.rx_reasm_timeout, 200 + 2);
+	printf("\n    fragments on the wire: ok %llu, dup %llu, overlap %llu, "
+	       "timeout %llu, mem %llu\n",
+	       (unsigned long long)(st1.rx_reasm_ok - st0.rx_reasm_ok),
+	       (unsigned long long)(st1.rx_reasm_dup - st0.rx_reasm_dup),
+	       (unsigned long long)(st1.rx_reasm_overlap -
+				    st0.rx_reasm_overlap),
+	       (unsigned long long)(st1.rx_reasm_timeout -
+				    st0.rx_reasm_timeout),
+	       (unsigned long long)(st1.rx_reasm_mem - st0.rx_reasm_mem));
+
+	/* Traffic goes on. */
+	n = wire_frags(f, fl, 3000, 1480, 104, 7960, 5);
+	for (i = 0; i < (int)n; i++)
+		inject(raw, ifi, f[i], fl[i]);
+	fill(want, 3000, 5);
+	T_EQ(qps_recv(ep, in, sizeof(in), 0), 3000);
+	CU_ASSERT(!memcmp(in, want, 3000));
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	close(raw);
+}
+
 /* --- multicast loopback ------------------------------------------------------ */
 
 /* A kernel socket of A's namespace (this thread's) on GROUP:@port,
@@ -1956,6 +2089,8 @@ int main(void)
 		{ "no ICMP port-unreachable for a bound port", test_no_icmp },
 		{ "MTU lowered under a sender", test_mtu_lowered },
 		{ "fragments both ways, 1473 to 65507 bytes", test_fragments },
+		{ "fragments on the wire: order, duplicates, overlaps, "
+		  "holes, flood", test_fragments_wire },
 		{ "TTL, multicast TTL and TOS on the wire", test_ttl_tos },
 		{ "multicast loop on and off", test_mc_loop },
 		{ "bind conflicts with kernel sockets and processes",
