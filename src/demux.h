@@ -127,6 +127,8 @@ struct qps_demux {
 	uint32_t conn_mask;
 	struct qps_mc_tab *mc_tab;	/* RCU */
 	struct qps_mc_groups *mc_groups; /* UD: groups attached (mcast.c) */
+	uint32_t mc_nrules;		/* atomic: rules now, a hint for
+					 * senders (mc_loop.c) */
 	void **retired;
 	uint32_t retired_n;
 	uint32_t retired_cap;

@@ -51,8 +51,12 @@ void qps_mc_loop(struct qps_ep *ep, const struct sockaddr_in *to,
 	bool local;
 	int flen = 0;
 
+	/* A context with no membership at all, the usual sender, pays
+	 * nothing more; one joined while we look is as if it joined after
+	 * the send. */
 	if (!__atomic_load_n(&ep->mc_loop, __ATOMIC_RELAXED) ||
-	    (ctx->info.caps & QPS_DEV_CAP_MC_LOOP) || ctx->ud)
+	    (ctx->info.caps & QPS_DEV_CAP_MC_LOOP) || ctx->ud ||
+	    !__atomic_load_n(&ctx->dmx.mc_nrules, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&ctx->rx.lock);
 	local = qps_mc_loop_local_locked(ctx, to->sin_addr.s_addr,

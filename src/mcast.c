@@ -286,6 +286,10 @@ static void qps_mc_count(struct qps_ctx *ctx, int joins, int leaves,
 	ctx->st->mc_rules += rules;
 	ctx->st->mc_rules_created += created;
 	pthread_mutex_unlock(&ctx->rx.lock);
+	/* Writers hold ctl_lock; senders only read it as a hint. */
+	if (rules)
+		__atomic_fetch_add(&ctx->dmx.mc_nrules, (uint32_t)rules,
+				   __ATOMIC_RELAXED);
 }
 
 /* A device without room says -ENOSPC; to the application that is the
