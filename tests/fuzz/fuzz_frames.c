@@ -107,12 +107,12 @@ static enum qps_rx_reason ref_classify(const uint8_t *f, size_t len)
 	tot = be16(ip + 2);
 	if (tot < ihl || tot > len - 14)
 		return QPS_RX_BAD_TOTLEN;
-	if (be16(ip + 6) & 0x3fff)
-		return QPS_RX_FRAGMENT;
 	if (ref_bad_saddr(ip + 12))
 		return QPS_RX_BAD_SADDR;
 	if (ip[9] != 17)
 		return QPS_RX_NOT_UDP;
+	if (be16(ip + 6) & 0x3fff)
+		return QPS_RX_FRAGMENT;
 	if (tot - ihl < 8)
 		return QPS_RX_SHORT_UDP;
 	udp = ip + ihl;
