@@ -19,7 +19,7 @@
 
 /* Every field after @name is an op of pointer size; a new op must get a
  * stub in qps_provider_fill, and this count must change with it. */
-#define QPS_PROVIDER_NUM_OPS 32
+#define QPS_PROVIDER_NUM_OPS 33
 _Static_assert(sizeof(struct qps_provider_ops) ==
 	       offsetof(struct qps_provider_ops, open) +
 	       QPS_PROVIDER_NUM_OPS * sizeof(void (*)(void)),
@@ -295,6 +295,7 @@ int qps_provider_fill(const struct qps_provider_ops *raw,
 	QPS_FILL(attach_mcast, stub_qp_mcast);
 	QPS_FILL(detach_mcast, stub_qp_mcast);
 	QPS_FILL(hold_port, stub_hold_port);
+	QPS_FILL(get_cq_event_fd, stub_cq);
 #undef QPS_FILL
 	return 0;
 }

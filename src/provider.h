@@ -282,6 +282,17 @@ struct qps_provider_ops {
 	 */
 	int (*hold_port)(struct qps_dev *dev, struct in_addr addr,
 			 uint16_t *port, unsigned int flags);
+
+	/*
+	 * A descriptor that turns readable once @cq, armed with
+	 * req_notify_cq, gets a completion: what a sender waiting for a
+	 * send slot sleeps on. It may be the device's event fd, shared
+	 * with every other CQ (emu, verbs), drained with ack_events.
+	 * -EOPNOTSUPP where @cq raises no event (packet's send CQs: the
+	 * kernel frees TX ring frames without telling): the core then
+	 * sleeps in short steps.
+	 */
+	int (*get_cq_event_fd)(struct qps_cq *cq);
 };
 
 #define QPS_HOLD_REUSEADDR (1u << 0)	/* SO_REUSEADDR */

@@ -564,6 +564,7 @@ int qps_emu_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
 int qps_emu_req_notify_cq(struct qps_cq *cq);
 int qps_emu_get_event_fd(struct qps_dev *dev);
 int qps_emu_ack_events(struct qps_dev *dev);
+int qps_emu_get_cq_event_fd(struct qps_cq *cq);
 
 /* --- emu_rq.c --------------------------------------------------------- */
 

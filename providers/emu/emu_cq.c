@@ -90,6 +90,12 @@ int qps_emu_get_event_fd(struct qps_dev *d)
 	return qps_emu_dev(d)->evfd;
 }
 
+/* One event socket per port: every CQ's events arrive on it. */
+int qps_emu_get_cq_event_fd(struct qps_cq *c)
+{
+	return qps_emu_dev(c->dev)->evfd;
+}
+
 int qps_emu_ack_events(struct qps_dev *d)
 {
 	struct qps_emu_dev *dev = qps_emu_dev(d);

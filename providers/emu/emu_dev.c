@@ -319,4 +319,5 @@ const struct qps_provider_ops qps_emu_ops = {
 	.destroy_ah = qps_emu_destroy_ah,
 	.attach_mcast = qps_emu_attach_mcast,
 	.detach_mcast = qps_emu_detach_mcast,
+	.get_cq_event_fd = qps_emu_get_cq_event_fd,
 };

@@ -174,6 +174,7 @@ int qps_verbs_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
 int qps_verbs_req_notify_cq(struct qps_cq *cq);
 int qps_verbs_get_event_fd(struct qps_dev *dev);
 int qps_verbs_ack_events(struct qps_dev *dev);
+int qps_verbs_get_cq_event_fd(struct qps_cq *cq);
 int qps_verbs_create_qp(struct qps_dev *dev,
 			const struct qps_qp_init_attr *attr,
 			struct qps_qp **qp_out);

@@ -570,4 +570,5 @@ const struct qps_provider_ops qps_verbs_ops = {
 	.attach_mcast = qps_verbs_attach_mcast,
 	.detach_mcast = qps_verbs_detach_mcast,
 	.hold_port = qps_verbs_hold_port,
+	.get_cq_event_fd = qps_verbs_get_cq_event_fd,
 };

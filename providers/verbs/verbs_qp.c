@@ -134,6 +134,12 @@ int qps_verbs_get_event_fd(struct qps_dev *dev)
 	return qps_verbs_dev(dev)->chan->fd;
 }
 
+/* Every CQ is created on the device's one completion channel. */
+int qps_verbs_get_cq_event_fd(struct qps_cq *cq)
+{
+	return qps_verbs_get_event_fd(cq->dev);
+}
+
 /* Every event is acknowledged at once: ibv_destroy_cq waits for the
  * unacknowledged ones, and the core never needs them later. The loop ends
  * on a failed ibv_get_cq_event, whose errno says why. */
