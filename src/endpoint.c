@@ -24,6 +24,7 @@
 #include "endpoint.h"
 #include "qps_int.h"
 #include "rx.h"
+#include "tx_wait.h"
 #include "ud.h"
 
 int qps_ep_check(struct qps_ep *ep)
@@ -287,6 +288,8 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	pthread_mutex_lock(&ctx->rx.lock);
 	qps_ep_set_state(ep, QPS_EP_CLOSED);
 	qps_ep_wake_locked(ep);
+	/* Senders asleep on a full send queue too (tx_wait.c). */
+	qps_txw_wake(ctx);
 	while (ep->waiters) {
 		pthread_mutex_unlock(&ctx->rx.lock);
 		sched_yield();
@@ -511,8 +514,11 @@ int qps_shutdown(struct qps_ep *ep, int how)
 		qps_ep_wake_locked(ep);
 	}
 	/* Read by senders without a lock (qps_tx_check). */
-	if (how != SHUT_RD)
+	if (how != SHUT_RD) {
 		__atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
+		/* A sender asleep on a full send queue sees it and leaves. */
+		qps_txw_wake(ctx);
+	}
 	pthread_mutex_unlock(&ctx->rx.lock);
 	/* Linux answers an unconnected datagram socket so, after doing it:
 	 * that is how a receiving thread is usually woken. */

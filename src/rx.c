@@ -22,6 +22,7 @@
 #include "endpoint.h"
 #include "qps_int.h"
 #include "rx.h"
+#include "tx_wait.h"
 #include "ud.h"
 
 #define QPS_RX_FLAGS (QPS_MSG_PEEK | QPS_MSG_TRUNC | QPS_MSG_DONTWAIT)
@@ -434,7 +435,9 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 	int total, n;
 
 	if (ctx->rx.cq_armed) {
-		ctx->ops->ack_events(ctx->dev);
+		/* The events may have been a sleeping sender's (tx_wait.c). */
+		if (ctx->ops->ack_events(ctx->dev) > 0)
+			qps_txw_wake(ctx);
 		ctx->rx.cq_armed = false;
 	}
 	total = qps_rx_poll_all(ctx);
@@ -442,6 +445,22 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 		return total;
 	n = qps_rx_arm_locked(ctx);
 	return n < 0 ? n : total + n;
+}
+
+/*
+ * A sleeping sender woke on the device's event fd (tx_wait.c) and must
+ * drain it, or sleep on it never again. The events may have been the
+ * receive CQ's: then the receive side progresses as its own drain would
+ * make it, so that no receiver misses its wake-up.
+ */
+void qps_rx_events_locked(struct qps_ctx *ctx)
+{
+	if (ctx->rx.cq_armed) {
+		qps_rx_progress_locked(ctx);
+		return;
+	}
+	if (ctx->ops->ack_events(ctx->dev) > 0)
+		qps_txw_wake(ctx);
 }
 
 void qps_rxq_drain_locked(struct qps_ep *ep)

@@ -52,6 +52,7 @@ int qps_rx_init(struct qps_ctx *ctx);
 void qps_rx_fini(struct qps_ctx *ctx);
 int qps_rx_progress_locked(struct qps_ctx *ctx);
 int qps_rx_arm_locked(struct qps_ctx *ctx);
+void qps_rx_events_locked(struct qps_ctx *ctx);
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf);
 /* Post every buffer no endpoint holds (the receive QP is back up). */
 int qps_rx_refill_locked(struct qps_ctx *ctx);

@@ -105,15 +105,21 @@ static inline struct qps_prio *qps_sq_prio(struct qps_ctx *ctx, uint32_t q)
 	return q < ctx->nsq ? ctx->sq[q].prio : NULL;
 }
 
+/* Room for one more WQE: a free slot and room on the send path. Under
+ * sq->lock. */
+static inline bool qps_tx_room_locked(const struct qps_sq *sq)
+{
+	return sq->nfree && sq->path->room(sq) > 0;
+}
+
 /* sq.c: lifetime */
 /* ctx->nsq send queues: QPs, CQs, slots; on failure ctx->sq may be left
  * partly built for qps_sqs_destroy. Needs ctx->rx.cq (QP 0 receives). */
 int qps_sqs_create(struct qps_ctx *ctx);
 void qps_sqs_destroy(struct qps_ctx *ctx);
 
-/* tx.c: the band callbacks (sq.c creates the bands); take sq->lock */
+/* tx.c: the band callback (sq.c creates the bands); takes sq->lock */
 int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more);
-int qps_tx_prio_idle(void *arg);
 
 /* tx.c: under sq->lock */
 /* Reap @sq's send CQ; returns the WQEs completed (slots given back). */

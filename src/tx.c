@@ -20,11 +20,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sq.h"
+#include "tx_wait.h"
 #include "ud.h"
 
 #define QPS_TX_FLAGS (QPS_MSG_DONTWAIT | QPS_MSG_MORE)
@@ -209,12 +209,6 @@ int qps_tx_poll_rx(struct qps_ctx *ctx)
 	return qps_tx_poll_some(ctx, QPS_TXF_POLL, true);
 }
 
-/* Room for one more WQE: a free slot and room on the send path. */
-static bool qps_tx_room_locked(const struct qps_sq *sq)
-{
-	return sq->nfree && sq->path->room(sq) > 0;
-}
-
 int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 		       bool more, uint32_t *head)
 {
@@ -334,38 +328,13 @@ int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 	return (int)n;
 }
 
-/* Between attempts of a blocked sender: ring and reap, so the QP frees
- * room for the owner's next burst. */
-int qps_tx_prio_idle(void *arg)
-{
-	struct qps_sq *sq = arg;
-	int ret;
-
-	pthread_mutex_lock(&sq->lock);
-	ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
-	if (ret >= 0)
-		ret = qps_tx_reap_locked(sq);
-	pthread_mutex_unlock(&sq->lock);
-	if (ret >= 0)
-		sched_yield();
-	return ret < 0 ? ret : 0;
-}
-
-static uint64_t qps_now_ms(void)
-{
-	return qps_now_ns() / 1000000u;
-}
-
 /*
- * A free slot of @sq, waiting (bounded by SNDTIMEO) when the endpoint
- * may. A postponed doorbell is rung first: the queue drains only once
- * rung.
+ * A free slot of @sq, waiting (tx_wait.c) when the endpoint may. A
+ * postponed doorbell is rung first: the queue drains only once rung.
  */
-static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
+static int qps_tx_slot_get_locked(struct qps_tx_wait *w, struct qps_sq *sq,
 				  bool dontwait, uint32_t *slot)
 {
-	uint64_t deadline = 0;
-
 	if (sq->qp_dead)
 		return -ENETDOWN;
 	while (!qps_tx_room_locked(sq)) {
@@ -380,18 +349,11 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
 			break;
 		if (dontwait)
 			return -EAGAIN;
-		if (ep->sndtimeo_ms) {
-			if (!deadline)
-				deadline = qps_now_ms() + ep->sndtimeo_ms;
-			else if (qps_now_ms() >= deadline)
-				return -EAGAIN;
-		}
-		/* Parked frames hold slots: drain them if no one is. The
-		 * owner's post takes sq->lock, so not under it. */
 		pthread_mutex_unlock(&sq->lock);
-		qps_prio_kick(sq->prio);
-		sched_yield();
+		ret = qps_tx_wait_room(w, sq);
 		pthread_mutex_lock(&sq->lock);
+		if (ret < 0)
+			return ret;
 	}
 	*slot = sq->free[--sq->nfree];
 	/* Relaxed: see qps_tx_slot_put. */
@@ -447,6 +409,7 @@ struct qps_tx_run {
 	struct qps_ctx *ctx;
 	struct qps_sq *sq;	/* locked, or NULL */
 	uint64_t touched;	/* bit q: send queue q was held */
+	struct qps_tx_wait wait;	/* the call's wait for room */
 };
 
 static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
@@ -503,6 +466,7 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 		if (err < 0 && ret >= 0)
 			ret = err;
 	}
+	qps_tx_wait_end(&r->wait);
 	return ret;
 }
 
@@ -573,8 +537,21 @@ static void qps_tx_hold_flow(struct qps_ep *ep, const struct sockaddr_in *dst,
  * else waits up to SNDTIMEO reaping completions; a refused slot is given
  * back.
  */
-static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
-		       uint32_t len, unsigned int prio, bool dontwait)
+struct qps_tx_band_wait {
+	struct qps_tx_wait *w;
+	struct qps_sq *sq;
+};
+
+static int qps_tx_band_wait(void *arg)
+{
+	struct qps_tx_band_wait *bw = arg;
+
+	return qps_tx_wait_room(bw->w, bw->sq);
+}
+
+static int qps_tx_band(struct qps_ep *ep, struct qps_tx_wait *w,
+		       struct qps_sq *sq, uint32_t slot, uint32_t len,
+		       unsigned int prio, bool dontwait)
 {
 	void *item = (void *)((uintptr_t)slot + 1);
 	int ret;
@@ -582,10 +559,10 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 	if (dontwait) {
 		ret = qps_prio_enqueue(sq->prio, item, prio, len);
 	} else {
-		int64_t timeout = ep->sndtimeo_ms ?
-			  (int64_t)ep->sndtimeo_ms * 1000000 : -1;
+		struct qps_tx_band_wait bw = { .w = w, .sq = sq };
+
 		ret = qps_prio_enqueue_wait(sq->prio, item, prio, len,
-					    timeout);
+					    qps_tx_band_wait, &bw);
 	}
 	if (ret < 0) {
 		pthread_mutex_lock(&sq->lock);
@@ -663,7 +640,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (ret < 0)
 		return ret;
 	sq = r->sq;
-	ret = qps_tx_slot_get_locked(ep, sq, dontwait, &slot);
+	ret = qps_tx_slot_get_locked(&r->wait, sq, dontwait, &slot);
 	if (ret < 0)
 		return ret;
 
@@ -708,7 +685,8 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	/* The owner's post takes sq->lock: hand the slot over without it. */
 	pthread_mutex_unlock(&sq->lock);
 	r->sq = NULL;
-	return qps_tx_band(ep, sq, slot, (uint32_t)len, prio, dontwait);
+	return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len, prio,
+			   dontwait);
 }
 
 static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
@@ -720,6 +698,7 @@ static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
 
 	if (flags & ~QPS_TX_FLAGS)
 		return -EINVAL;
+	qps_tx_wait_init(&run.wait, ep);
 	ret = qps_tx_check(ep, buf, len, dst);
 	if (ret < 0)
 		return ret;
@@ -817,6 +796,7 @@ int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,
 	if (!msgs)
 		return -EFAULT;
 	run = (struct qps_tx_run){ .ctx = ep->ctx };
+	qps_tx_wait_init(&run.wait, ep);
 	dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
 	for (i = 0; i < n; i++) {
 		ret = qps_tx_msg(ep, &run, &msgs[i], dontwait,
