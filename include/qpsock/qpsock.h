@@ -345,7 +345,10 @@ int qps_shutdown(struct qps_ep *ep, int how);
 /**
  * qps_send - send one datagram to the connected peer. Returns @len.
  * -EDESTADDRREQ if not connected, -EMSGSIZE above the port's max payload,
- * -EAGAIN when the send queue is full and the call must not wait,
+ * -EAGAIN when the send queue is full and the call must not wait (or
+ * QPS_OPT_SNDTIMEO expired; a blocking send sleeps on the send completion
+ * event after its busy-poll budget), -EINTR when a signal handler ran
+ * while it slept, -EBADF when another thread closed the endpoint,
  * -ENETDOWN when its send QP failed and could not be brought back,
  * -EPIPE after qps_shutdown(SHUT_WR).
  * QPS_MSG_MORE: more datagrams follow immediately; the doorbell may be
