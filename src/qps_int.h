@@ -128,6 +128,10 @@ struct qps_ctx {
 	 * events or closed their endpoint. */
 	int txw_fd;
 	uint32_t txw_sleepers;
+	/* Some endpoint asked for transmit times (txts.c): send CQs are
+	 * polled with stamps from then on. Atomic, never cleared. */
+	bool txts_on;
+	uint64_t ep_gen;		/* openings of endpoints, ctl_lock */
 
 	/*
 	 * Send side: nsq send queues (sq.h), each a send QP with its CQ, its

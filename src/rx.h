@@ -28,8 +28,12 @@ struct qps_rxd {
 	uint16_t len;
 	uint32_t saddr;
 	uint16_t sport;
-	uint16_t meta;		/* 1: ep->rxts holds its timestamp */
+	uint16_t meta;		/* QPS_RXD_*: what ep->rxts holds for it */
 };
+
+#define QPS_RXD_PKTINFO 1u	/* taken with QPS_OPT_PKTINFO on */
+#define QPS_RXD_TS_SW 2u	/* ep->rxts: a software receive stamp */
+#define QPS_RXD_TS_DEV 4u	/* ep->rxts: the device's receive stamp */
 
 /* Under lock: the poller, buffers, endpoint queues (struct qps_ep rxq). */
 struct qps_rx {
@@ -46,7 +50,22 @@ struct qps_rx {
 	bool cq_arm_always;		/* an fd was handed out: keep armed */
 	bool qp_err;			/* receive QP failed: see qp_recover.c */
 	uint32_t inside;		/* receive calls that may linger (rx.c) */
+	/* Receive timestamps (rx_ts.c): endpoints that want them (the CQ
+	 * is then polled with poll_cq_ts), and the stamps of the datagram
+	 * being demultiplexed, CLOCK_REALTIME ns, 0 where none. */
+	uint32_t ts_users;
+	bool ts_unsupported;		/* poll_cq_ts said -EOPNOTSUPP */
+	uint64_t cur_dev_ns;
+	uint64_t cur_sw_ns;
 };
+
+struct qps_wc_ts;
+
+/* rx_ts.c: the stamps of a polled batch, each device stamp placed on
+ * CLOCK_REALTIME (in place: @ts[i].val becomes ns). */
+void qps_rx_ts_convert(struct qps_ctx *ctx, struct qps_wc_ts *ts, int n);
+/* The stamps of the datagram about to be demultiplexed (@ts NULL: none). */
+void qps_rx_ts_cur_locked(struct qps_ctx *ctx, const struct qps_wc_ts *ts);
 
 int qps_rx_init(struct qps_ctx *ctx);
 void qps_rx_fini(struct qps_ctx *ctx);

@@ -41,6 +41,7 @@
  */
 #define QPS_TXM_FLOW 1u		/* unconnected: commit the flow's head */
 #define QPS_TXM_MORE 2u		/* another frame of the same call follows */
+#define QPS_TXM_TS 4u		/* its sender wants transmit times (txts.c) */
 
 struct qps_tx_meta {
 	uint32_t len;			/* frame bytes */
@@ -48,6 +49,13 @@ struct qps_tx_meta {
 	uint32_t hash;			/* flow hash, with QPS_TXM_FLOW */
 	uint32_t flags;
 	const void *who;		/* the producing thread's token */
+	/* With QPS_TXM_TS: whose datagram (the endpoint and which of its
+	 * openings), its number, what it asked for, when it was posted. */
+	struct qps_ep *ts_ep;
+	uint64_t ts_gen;
+	uint32_t ts_id;
+	uint32_t ts_flags;
+	uint64_t ts_sw_ns;
 };
 
 struct qps_sq {

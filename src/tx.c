@@ -25,6 +25,7 @@
 
 #include "sq.h"
 #include "tx_wait.h"
+#include "txts.h"
 #include "ud.h"
 
 #define QPS_TX_FLAGS (QPS_MSG_DONTWAIT | QPS_MSG_MORE)
@@ -63,7 +64,8 @@ void qps_tx_posted_unpush(struct qps_sq *sq, uint32_t n)
  * or repeated completion): then nothing is given back, since its slot may
  * be free or in use already.
  */
-static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id)
+static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id,
+				 const struct qps_wc_ts *ts, uint32_t failed)
 {
 	uint32_t slot, pos, n, k;
 
@@ -77,9 +79,17 @@ static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id)
 	    sq->posted[pos & sq->post_mask] != slot)
 		return 0;
 	n = pos - sq->post_tail + 1;
-	for (k = 0; k < n; k++)
-		qps_tx_slot_put(sq, sq->posted[(sq->post_tail + k) &
-					       sq->post_mask]);
+	for (k = 0; k < n; k++) {
+		uint32_t s = sq->posted[(sq->post_tail + k) & sq->post_mask];
+
+		/* The @failed newest did not go out: an error completion
+		 * fails its own WQE, not those before it (see
+		 * qps_tx_reap_locked). */
+		if (sq->meta[s].flags & QPS_TXM_TS)
+			qps_txts_done(sq, &sq->meta[s], ts,
+				      n - k <= failed);
+		qps_tx_slot_put(sq, s);
+	}
 	sq->post_tail = pos + 1;
 	return n;
 }
@@ -90,7 +100,9 @@ uint32_t qps_tx_reclaim_locked(struct qps_sq *sq)
 
 	if (!n)
 		return 0;
-	qps_tx_reap_upto(sq, sq->posted[(sq->post_head - 1) & sq->post_mask]);
+	/* Every one failed, none with a completion. */
+	qps_tx_reap_upto(sq, sq->posted[(sq->post_head - 1) & sq->post_mask],
+			 NULL, UINT32_MAX);
 	sq->st->errors += n;
 	sq->st->reaped += n;
 	qps_txq_complete(sq->ctx->txq, (int)sq->idx, n);
@@ -108,10 +120,32 @@ uint32_t qps_tx_reclaim_locked(struct qps_sq *sq)
  * cached it pick again. A CQE naming no posted slot is counted as an
  * error and otherwise ignored. Returns the WQEs reaped.
  */
+/* A batch of @sq's completions, with their stamps (on CLOCK_REALTIME)
+ * once an endpoint asked for transmit times; @wts[0].clock NONE else. */
+static int qps_tx_poll_cq(struct qps_sq *sq, struct ibv_wc *wc,
+			  struct qps_wc_ts *wts)
+{
+	struct qps_ctx *ctx = sq->ctx;
+	int n;
+
+	if (__atomic_load_n(&ctx->txts_on, __ATOMIC_RELAXED)) {
+		n = ctx->ops->poll_cq_ts(sq->cq, QPS_RX_POLL_BATCH, wc, wts);
+		if (n > 0)
+			qps_rx_ts_convert(ctx, wts, n);
+		if (n != -EOPNOTSUPP)
+			return n;
+	}
+	n = ctx->ops->poll_cq(sq->cq, QPS_RX_POLL_BATCH, wc);
+	if (n > 0)
+		memset(wts, 0, (size_t)n * sizeof(*wts));
+	return n;
+}
+
 int qps_tx_reap_locked(struct qps_sq *sq)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	struct ibv_wc wc[QPS_RX_POLL_BATCH];
+	struct qps_wc_ts wts[QPS_RX_POLL_BATCH];
 	bool failed = false;
 	int total = 0;
 	int n, i;
@@ -119,11 +153,13 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 	do {
 		uint32_t done = 0;
 
-		n = ctx->ops->poll_cq(sq->cq, QPS_RX_POLL_BATCH, wc);
+		n = qps_tx_poll_cq(sq, wc, wts);
 		if (n < 0)
 			return n;
 		for (i = 0; i < n; i++) {
-			uint32_t k = qps_tx_reap_upto(sq, wc[i].wr_id);
+			uint32_t k = qps_tx_reap_upto(
+				sq, wc[i].wr_id, &wts[i],
+				wc[i].status != IBV_WC_SUCCESS);
 
 			if (wc[i].status != IBV_WC_SUCCESS || !k)
 				sq->st->errors++;
@@ -223,11 +259,17 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 	/* Every tx_signal-th WQE asks for a completion; the last one before
 	 * a doorbell is made to at ring time (qps_db_ring_locked). */
 	sig = sq->since_sig + 1 >= ctx->tx_signal;
+	/* Transmit times: its own completion, and the time it was posted. */
+	if (sq->meta[slot].flags & QPS_TXM_TS) {
+		sig = true;
+		qps_txts_posted(&sq->meta[slot]);
+	}
 	ret = sq->path->write(sq, slot, len, sig);
 	if (ret < 0) {
 		/* Posted by the band owner after its sender returned:
 		 * tx_errors is where the loss shows. */
 		sq->st->errors++;
+		qps_txts_done(sq, &sq->meta[slot], NULL, true);
 		qps_txq_enqueue_cancel(ctx->txq, (int)sq->idx, 1);
 		qps_tx_slot_put(sq, slot);
 		return ret;
@@ -675,6 +717,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		.flags = (dst ? QPS_TXM_FLOW : 0) | (more ? QPS_TXM_MORE : 0),
 		.who = &qps_tx_self,
 	};
+	qps_txts_meta(ep, &sq->meta[slot]);
 	/* Parked until posted: the flow table holds its flow on this QP. */
 	qps_txq_park(ctx->txq, (int)sq->idx, 1);
 	/* The endpoint's counters, under this queue's lock (stat_shm.h);
