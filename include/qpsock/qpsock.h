@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define QPS_VERSION_MAJOR 0
-#define QPS_VERSION_MINOR 3
+#define QPS_VERSION_MINOR 4
 
 struct qps_ctx;
 struct qps_ep;
