@@ -99,7 +99,7 @@ static int pick_opt(struct fuzz_in *in)
 {
 	uint8_t k = fuzz_u8(in);
 
-	return k & 0x80 ? (int)fuzz_u32(in) : (int)(k % 18) - 1;
+	return k & 0x80 ? (int)fuzz_u32(in) : (int)(k % 19) - 1;
 }
 
 static int pick_int(struct fuzz_in *in)
@@ -232,7 +232,7 @@ static void op_setopt(struct fuzz_in *in)
 		FUZZ_CHECK((opt >= QPS_OPT_NONBLOCK &&
 			    opt <= QPS_OPT_PKTINFO) ||
 			   (opt >= QPS_OPT_REUSEPORT &&
-			    opt <= QPS_OPT_TOS));
+			    opt <= QPS_OPT_TIMESTAMP));
 		check_readback(ep, opt, v);
 	} else {
 		FUZZ_CHECK(r == -ENOPROTOOPT || r == -EINVAL ||
