@@ -396,6 +396,18 @@ static void op_recv(struct fuzz_in *in)
 			      mode & 16 ? NULL : &slen));
 	if (r >= 0 && !(flags & QPS_MSG_TRUNC))
 		FUZZ_CHECK((size_t)r <= len);
+	if (mode & 32) {
+		/* Transmit reports (QPS_OPT_TIMESTAMP): never more than
+		 * asked for, else one of the documented errors. */
+		struct qps_txts t[4];
+		unsigned int n = (unsigned int)(len % 5);
+
+		r = CALL(qps_recv_txts(ep, mode & 64 ? NULL : t, n,
+				       mode & 128 ? 0x1000 : 0));
+		FUZZ_CHECK(r >= 0 ? r <= (long long)n :
+			   r == -EAGAIN || r == -EBADF || r == -EINVAL ||
+			   r == -EFAULT);
+	}
 	if (buf)
 		fuzz_free(buf);
 	if (src)
