@@ -109,19 +109,8 @@ uint32_t qps_tx_reclaim_locked(struct qps_sq *sq)
 	return n;
 }
 
-/*
- * The completion side of @sq's QP: every CQE returns its slot and the
- * unsignalled ones posted before it; the WQEs reaped are counted, per poll
- * batch, for txq_select (errors and flushes too: a failed WR is no longer
- * in flight). An error CQE is one error, its own WQE's: the ones before
- * it completed (a device reports an error whether the WQE was signalled
- * or not, so each flushed WQE after it has its own error CQE). An error
- * means the QP failed: its generation moves, so connected endpoints that
- * cached it pick again. A CQE naming no posted slot is counted as an
- * error and otherwise ignored. Returns the WQEs reaped.
- */
 /* A batch of @sq's completions, with their stamps (on CLOCK_REALTIME)
- * once an endpoint asked for transmit times; @wts[0].clock NONE else. */
+ * once an endpoint asked for transmit times; stamped by no clock else. */
 static int qps_tx_poll_cq(struct qps_sq *sq, struct ibv_wc *wc,
 			  struct qps_wc_ts *wts)
 {
@@ -141,6 +130,17 @@ static int qps_tx_poll_cq(struct qps_sq *sq, struct ibv_wc *wc,
 	return n;
 }
 
+/*
+ * The completion side of @sq's QP: every CQE returns its slot and the
+ * unsignalled ones posted before it; the WQEs reaped are counted, per poll
+ * batch, for txq_select (errors and flushes too: a failed WR is no longer
+ * in flight). An error CQE is one error, its own WQE's: the ones before
+ * it completed (a device reports an error whether the WQE was signalled
+ * or not, so each flushed WQE after it has its own error CQE). An error
+ * means the QP failed: its generation moves, so connected endpoints that
+ * cached it pick again. A CQE naming no posted slot is counted as an
+ * error and otherwise ignored. Returns the WQEs reaped.
+ */
 int qps_tx_reap_locked(struct qps_sq *sq)
 {
 	struct qps_ctx *ctx = sq->ctx;
