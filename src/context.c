@@ -17,6 +17,7 @@
 #include "rx.h"
 #include "sq.h"
 #include "stat.h"
+#include "tx_wait.h"
 #include "ud.h"
 
 _Static_assert(QPS_TX_POLICY_HASH == (int)QPS_TXQ_POLICY_HASH &&
@@ -292,6 +293,7 @@ static void qps_ctx_teardown(struct qps_ctx *ctx)
 		ops->close(ctx->dev);
 	/* Last: every counter block lives in it. */
 	qps_stat_close(ctx);
+	qps_txw_close(ctx);
 	free(ctx->ept.eps);
 	pthread_mutex_destroy(&ctx->rx.lock);
 	free(ctx);
@@ -406,6 +408,7 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	ctx->fork_gen = qps_fork_gen;
 	pthread_mutex_init(&ctx->rx.lock, NULL);
 	ctx->event_fd = -1;
+	ctx->txw_fd = -1;
 	ctx->ept.eph_next = QPS_EPHEMERAL_LO + (getpid() % 1000);
 
 	ret = qps_depth(attr, QPS_CTX_ATTR_TX_DEPTH,
@@ -427,6 +430,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ret = qps_ctx_txq_attr(ctx, attr, &ta);
 	if (!ret)
 		ret = qps_ctx_eps(ctx, attr);
+	if (!ret)
+		ret = qps_txw_open(ctx);
 	if (!ret)
 		ret = qps_ctx_open_dev(ctx, attr);
 	if (!ret)

@@ -24,6 +24,8 @@
 #include "endpoint.h"
 #include "qps_int.h"
 #include "rx.h"
+#include "tx_wait.h"
+#include "txts.h"
 #include "ud.h"
 
 int qps_ep_check(struct qps_ep *ep)
@@ -214,6 +216,7 @@ static void qps_ep_free_locked(struct qps_ep *ep)
 	ep->rxq = NULL;
 	free(ep->rxts);
 	ep->rxts = NULL;
+	qps_txts_fini_locked(ep);
 	ep->free_next = NULL;
 	if (ctx->ept.free_tail)
 		ctx->ept.free_tail->free_next = ep;
@@ -258,6 +261,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	ep->rxq_cap = ctx->rx.depth;
 	ep->rcvbuf = ctx->rx.depth;
 	ep->busy_poll_us = (int)ctx->busy_poll_us;
+	ep->gen = ++ctx->ep_gen;
 	ep->ttl = QPS_IP_TTL_DEFAULT;
 	ep->mc_ttl = QPS_IP_MC_TTL_DEFAULT;
 	ep->mc_loop = 1;
@@ -287,7 +291,12 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	 * (they take only rx.lock to leave, not the locks we hold). */
 	pthread_mutex_lock(&ctx->rx.lock);
 	qps_ep_set_state(ep, QPS_EP_CLOSED);
+	if (ep->ts_flags & QPS_TS_RX_MASK)
+		ctx->rx.ts_users--;
+	ep->ts_flags = 0;
 	qps_ep_wake_locked(ep);
+	/* Senders asleep on a full send queue too (tx_wait.c). */
+	qps_txw_wake(ctx);
 	while (ep->waiters) {
 		pthread_mutex_unlock(&ctx->rx.lock);
 		sched_yield();
@@ -512,8 +521,11 @@ int qps_shutdown(struct qps_ep *ep, int how)
 		qps_ep_wake_locked(ep);
 	}
 	/* Read by senders without a lock (qps_tx_check). */
-	if (how != SHUT_RD)
+	if (how != SHUT_RD) {
 		__atomic_store_n(&ep->wr_shut, true, __ATOMIC_RELAXED);
+		/* A sender asleep on a full send queue sees it and leaves. */
+		qps_txw_wake(ctx);
+	}
 	pthread_mutex_unlock(&ctx->rx.lock);
 	/* Linux answers an unconnected datagram socket so, after doing it:
 	 * that is how a receiving thread is usually woken. */
@@ -593,6 +605,41 @@ static int qps_ep_set_hdr_opt(struct qps_ep *ep, int opt, int v)
 	return 0;
 }
 
+/*
+ * QPS_OPT_TIMESTAMP: the receive times need the ring PKTINFO uses, and
+ * the context polls its receive CQ with stamps while any endpoint wants
+ * them (rx.ts_users, under rx.lock as the flags are).
+ */
+static int qps_ep_set_ts(struct qps_ep *ep, int v)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	int ret;
+
+	if (v & ~(QPS_TS_RX_MASK | QPS_TS_TX_MASK))
+		return -EINVAL;
+	pthread_mutex_lock(&ctx->rx.lock);
+	ret = qps_ep_check(ep);	/* a concurrent close frees rxts */
+	if (!ret && (v & QPS_TS_RX_MASK) && !ep->rxts) {
+		ep->rxts = calloc(ep->rxq_cap, sizeof(*ep->rxts));
+		if (!ep->rxts)
+			ret = -ENOMEM;
+	}
+	if (!ret)
+		ret = qps_txts_enable_locked(ep, v & QPS_TS_TX_MASK);
+	if (!ret) {
+		if (!(ep->ts_flags & QPS_TS_RX_MASK) && (v & QPS_TS_RX_MASK))
+			ctx->rx.ts_users++;
+		else if ((ep->ts_flags & QPS_TS_RX_MASK) &&
+			 !(v & QPS_TS_RX_MASK))
+			ctx->rx.ts_users--;
+		/* Release: pairs with the senders' acquire (txts.c); the
+		 * report queue made above is there before they see it. */
+		__atomic_store_n(&ep->ts_flags, (uint32_t)v, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&ctx->rx.lock);
+	return ret;
+}
+
 int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 {
 	QPS_ERRNO_GUARD;
@@ -615,6 +662,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_RCVTIMEO:
 	case QPS_OPT_SNDTIMEO:
 	case QPS_OPT_PKTINFO:
+	case QPS_OPT_TIMESTAMP:
 		break;
 	default:	/* includes the read-only QPS_OPT_ERROR, _RXQ_LEN */
 		return -ENOPROTOOPT;
@@ -686,6 +734,8 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 			ep->pktinfo = v != 0;
 		pthread_mutex_unlock(&ep->ctx->rx.lock);
 		return ret;
+	case QPS_OPT_TIMESTAMP:
+		return qps_ep_set_ts(ep, v);
 	}
 	return 0;
 }
@@ -739,6 +789,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		pthread_mutex_lock(&ep->ctx->rx.lock);
 		v = ep->pktinfo;
 		pthread_mutex_unlock(&ep->ctx->rx.lock);
+		break;
+	case QPS_OPT_TIMESTAMP:
+		v = (int)__atomic_load_n(&ep->ts_flags, __ATOMIC_RELAXED);
 		break;
 	case QPS_OPT_ERROR:
 		v = ep->error;

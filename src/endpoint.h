@@ -19,6 +19,9 @@
 #define QPS_MAX_EP 65536u	/* the largest max_ep */
 #define QPS_IP_TTL_DEFAULT 64	/* Linux's net.ipv4.ip_default_ttl */
 #define QPS_IP_MC_TTL_DEFAULT 1	/* IP_MULTICAST_TTL's default */
+/* QPS_OPT_TIMESTAMP's receive and transmit flags. */
+#define QPS_TS_RX_MASK (QPS_TS_RX_SOFTWARE | QPS_TS_RX_DEVICE)
+#define QPS_TS_TX_MASK (QPS_TS_TX_SOFTWARE | QPS_TS_TX_DEVICE)
 #define QPS_EPHEMERAL_LO 32768
 #define QPS_EPHEMERAL_HI 60999
 
@@ -103,7 +106,19 @@ struct qps_ep {
 	uint32_t rxq_cap;
 	uint32_t rxq_head;	/* next to pop */
 	uint32_t rxq_count;
-	uint64_t *rxts;		/* receive timestamps, allocated by PKTINFO */
+	uint64_t *rxts;		/* receive times, allocated by PKTINFO or
+				 * QPS_OPT_TIMESTAMP */
+	uint32_t ts_flags;	/* QPS_OPT_TIMESTAMP */
+	/* Transmit reports (txts.c): a ring under rx.lock; the next
+	 * datagram's number (atomic: senders take it); which opening of
+	 * this slot the endpoint is, so that reports of a closed one's
+	 * datagrams find no queue. */
+	struct qps_txts *txts;
+	uint32_t txts_cap;
+	uint32_t txts_head;
+	uint32_t txts_count;
+	uint32_t txts_next_id;
+	uint64_t gen;
 	bool efd_armed;		/* someone may wait on efd: signal it */
 	bool efd_on;		/* efd is signalled */
 	/* Threads asleep in a receive on this endpoint: close waits for

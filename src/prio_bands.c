@@ -23,7 +23,6 @@
  * front of the drain-and-release step, which alone decides when it may
  * leave.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -51,7 +50,6 @@ int qps_prio_create(const struct qps_prio_cfg *cfg, struct qps_prio **out)
 	memset(b, 0, sizeof(*b));
 	b->post = cfg->post;
 	b->arg = cfg->arg;
-	b->idle = cfg->idle;
 	b->burst = cfg->burst ? cfg->burst : QPS_PRIO_DEFAULT_BURST;
 	b->linger_ns = cfg->linger_ns < 0 ? 0 : cfg->linger_ns ?
 		       cfg->linger_ns : QPS_PRIO_DEFAULT_LINGER_NS;
@@ -427,22 +425,17 @@ int qps_prio_slow_drop(struct qps_prio *b, unsigned int band)
 }
 
 int qps_prio_enqueue_wait(struct qps_prio *b, void *item, unsigned int prio,
-			  uint32_t bytes, int64_t timeout_ns)
+			  uint32_t bytes, qps_prio_wait_fn wait, void *arg)
 {
-	int64_t deadline = 0;
-
-	if (timeout_ns > 0)
-		deadline = qps_prio_now_ns() + timeout_ns;
 	for (;;) {
 		int ret = qps_prio_send(b, item, prio, bytes, false);
 
 		if (ret != -EAGAIN)
 			return ret;
-		if (timeout_ns == 0 ||
-		    (timeout_ns > 0 && qps_prio_now_ns() >= deadline))
-			break;
 		qps_prio_kick(b);
-		ret = b->idle ? b->idle(b->arg) : sched_yield();
+		ret = wait(arg);
+		if (ret == -EAGAIN)
+			break;
 		if (ret < 0)
 			return ret;
 	}

@@ -59,14 +59,10 @@ typedef int (*qps_prio_post_fn)(void *arg, void **items, unsigned int n,
 
 struct qps_prio_cfg {
 	qps_prio_post_fn post;
-	void *arg;			/* for post and idle */
+	void *arg;			/* for post */
 	/* Ring capacity per band: a power of two, 0 = default. */
 	uint32_t depth[QPS_PRIO_BANDS];
 	uint32_t burst;			/* items per post, 0 = default */
-	/* qps_prio_enqueue_wait() calls it between attempts (reap send
-	 * completions here); a negative return ends the wait with it.
-	 * NULL = sched_yield(). */
-	int (*idle)(void *arg);
 	/* Once other producers are seen (a redrain), the owner polls the
 	 * bands for up to this many ns without a new item before leaving,
 	 * posting what arrives within a poll period: 0 = default, < 0 =
@@ -109,7 +105,6 @@ struct qps_prio {
 	/* Read-mostly. */
 	alignas(QPS_MPSC_GUARD) qps_prio_post_fn post;
 	void *arg;
-	int (*idle)(void *arg);
 	uint32_t burst;
 	int64_t linger_ns;		/* 0: never linger */
 	_Atomic bool paused;
@@ -225,14 +220,21 @@ static inline int qps_prio_enqueue(struct qps_prio *b, void *item,
 }
 
 /*
+ * Between two attempts of a producer waiting for room in a band: make
+ * room (reap send completions) or sleep until there may be some. 0: try
+ * again; a negative errno ends the wait with it, -EAGAIN meaning the wait
+ * timed out.
+ */
+typedef int (*qps_prio_wait_fn)(void *arg);
+
+/*
  * qps_prio_enqueue_wait - as qps_prio_enqueue(), but while the band is
- * full keep trying (helping the owner with qps_prio_kick() and calling the
- * idle callback between attempts) for up to @timeout_ns; a negative
- * timeout waits without limit. -EAGAIN on timeout, or the idle callback's
- * error.
+ * full keep trying, helping the owner with qps_prio_kick() and calling
+ * @wait(@arg) between attempts. Returns 0, or @wait's error: -EAGAIN is
+ * counted as a drop, as qps_prio_enqueue() counts a full band.
  */
 int qps_prio_enqueue_wait(struct qps_prio *b, void *item, unsigned int prio,
-			  uint32_t bytes, int64_t timeout_ns);
+			  uint32_t bytes, qps_prio_wait_fn wait, void *arg);
 
 /*
  * qps_prio_kick - drain what is queued if no one is draining: call it when

@@ -19,7 +19,7 @@
 
 /* Every field after @name is an op of pointer size; a new op must get a
  * stub in qps_provider_fill, and this count must change with it. */
-#define QPS_PROVIDER_NUM_OPS 32
+#define QPS_PROVIDER_NUM_OPS 35
 _Static_assert(sizeof(struct qps_provider_ops) ==
 	       offsetof(struct qps_provider_ops, open) +
 	       QPS_PROVIDER_NUM_OPS * sizeof(void (*)(void)),
@@ -239,6 +239,23 @@ static int stub_hold_port(struct qps_dev *dev, struct in_addr addr,
 	return -EOPNOTSUPP;
 }
 
+static int stub_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,
+			   struct qps_wc_ts *ts)
+{
+	(void)cq;
+	(void)num;
+	(void)wc;
+	(void)ts;
+	return -EOPNOTSUPP;
+}
+
+static int stub_read_clock(struct qps_dev *dev, uint64_t *cycles)
+{
+	(void)dev;
+	(void)cycles;
+	return -EOPNOTSUPP;
+}
+
 int qps_provider_fill(const struct qps_provider_ops *raw,
 		      struct qps_provider_ops *out)
 {
@@ -295,6 +312,9 @@ int qps_provider_fill(const struct qps_provider_ops *raw,
 	QPS_FILL(attach_mcast, stub_qp_mcast);
 	QPS_FILL(detach_mcast, stub_qp_mcast);
 	QPS_FILL(hold_port, stub_hold_port);
+	QPS_FILL(get_cq_event_fd, stub_cq);
+	QPS_FILL(poll_cq_ts, stub_poll_cq_ts);
+	QPS_FILL(read_clock, stub_read_clock);
 #undef QPS_FILL
 	return 0;
 }

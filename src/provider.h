@@ -105,6 +105,32 @@ struct qps_dev_info {
 	/* Bytes of one UD message (the path MTU of a UD QP: an IB MTU,
 	 * 256..4096, GRH not counted); 0 without QPS_DEV_CAP_UD. */
 	uint32_t ud_mtu;
+	/* The device's free-running clock, which stamps completions
+	 * (QPS_WC_TS_DEV): its frequency, as ibv_device_attr_ex's
+	 * hca_core_clock (in Hz here), 0 when it has none; and the bits a
+	 * stamp keeps (it wraps at @clock_mask + 1). */
+	uint64_t clock_hz;
+	uint64_t clock_mask;
+};
+
+/* Which clock stamped a completion (poll_cq_ts). */
+enum qps_wc_ts_clock {
+	QPS_WC_TS_NONE = 0,
+	/* The device's clock in cycles (info.clock_hz, clock_mask): the core
+	 * places it against CLOCK_REALTIME with read_clock, as
+	 * ibv_query_rt_values_ex lets an application do. */
+	QPS_WC_TS_DEV,
+	/* CLOCK_REALTIME ns, taken by the host's kernel as the frame
+	 * arrived (SOF_TIMESTAMPING_RX_SOFTWARE). */
+	QPS_WC_TS_SW,
+	/* ns of the NIC's own clock, as the kernel reports it
+	 * (SOF_TIMESTAMPING_RAW_HARDWARE): not converted. */
+	QPS_WC_TS_HW,
+};
+
+struct qps_wc_ts {
+	uint64_t val;
+	uint32_t clock;		/* enum qps_wc_ts_clock */
 };
 
 struct qps_qp_init_attr {
@@ -287,6 +313,28 @@ struct qps_provider_ops {
 	 */
 	int (*hold_port)(struct qps_dev *dev, struct in_addr addr,
 			 uint16_t *port, unsigned int flags);
+
+	/*
+	 * A descriptor that turns readable once @cq, armed with
+	 * req_notify_cq, gets a completion: what a sender waiting for a
+	 * send slot sleeps on. It may be the device's event fd, shared
+	 * with every other CQ (emu, verbs), drained with ack_events.
+	 * -EOPNOTSUPP where @cq raises no event (packet's send CQs: the
+	 * kernel frees TX ring frames without telling): the core then
+	 * sleeps in short steps.
+	 */
+	int (*get_cq_event_fd)(struct qps_cq *cq);
+
+	/*
+	 * Timestamps. poll_cq_ts is poll_cq that also says when each
+	 * completion happened: @ts[i] for @wc[i], clock QPS_WC_TS_NONE where
+	 * nothing stamped it. read_clock reads the device's clock now
+	 * (cycles, as ibv_query_rt_values_ex's raw_clock), for providers
+	 * with info.clock_hz.
+	 */
+	int (*poll_cq_ts)(struct qps_cq *cq, int num, struct ibv_wc *wc,
+			  struct qps_wc_ts *ts);
+	int (*read_clock)(struct qps_dev *dev, uint64_t *cycles);
 };
 
 #define QPS_HOLD_REUSEADDR (1u << 0)	/* SO_REUSEADDR */

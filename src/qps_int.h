@@ -123,6 +123,15 @@ struct qps_ctx {
 	struct qps_flow *flow_ucast;
 	struct qps_flow *flow_bcast;
 	int event_fd;		/* device completion channel, -1 if none */
+	/* Senders asleep waiting for room (tx_wait.c): their count (atomic)
+	 * and the eventfd that wakes them when someone else drained their
+	 * events or closed their endpoint. */
+	int txw_fd;
+	uint32_t txw_sleepers;
+	/* Some endpoint asked for transmit times (txts.c): send CQs are
+	 * polled with stamps from then on. Atomic, never cleared. */
+	bool txts_on;
+	uint64_t ep_gen;		/* openings of endpoints, ctl_lock */
 
 	/*
 	 * Send side: nsq send queues (sq.h), each a send QP with its CQ, its

@@ -22,6 +22,7 @@
 #include "endpoint.h"
 #include "qps_int.h"
 #include "rx.h"
+#include "tx_wait.h"
 #include "ud.h"
 
 #define QPS_RX_FLAGS (QPS_MSG_PEEK | QPS_MSG_TRUNC | QPS_MSG_DONTWAIT)
@@ -282,6 +283,40 @@ static uint64_t qps_rx_now_ns(void)
 }
 
 /*
+ * The time kept for the datagram at @pos: the device's stamp if @ep asked
+ * for it and the completion had one, else the host's (the kernel's stamp
+ * where the provider has one, else the clock now), else with PKTINFO
+ * alone the clock now, as before timestamps existed.
+ */
+static void qps_rxq_stamp_locked(struct qps_ep *ep, uint32_t pos,
+				 struct qps_rxd *d, uint64_t *ts)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	uint16_t meta = 0;
+	uint64_t v;
+
+	if (ep->pktinfo) {
+		meta = QPS_RXD_PKTINFO;
+		ctx->st->rx_pktinfo++;
+	}
+	if ((ep->ts_flags & QPS_TS_RX_DEVICE) && ctx->rx.cur_dev_ns) {
+		v = ctx->rx.cur_dev_ns;
+		meta |= QPS_RXD_TS_DEV;
+	} else if ((ep->ts_flags & QPS_TS_RX_SOFTWARE) && ctx->rx.cur_sw_ns) {
+		v = ctx->rx.cur_sw_ns;
+		meta |= QPS_RXD_TS_SW;
+	} else {
+		if (!*ts)
+			*ts = qps_rx_now_ns();
+		v = *ts;
+		if (ep->ts_flags & QPS_TS_RX_SOFTWARE)
+			meta |= QPS_RXD_TS_SW;
+	}
+	ep->rxts[pos] = v;
+	d->meta = meta;
+}
+
+/*
  * Queue a reference on @buf for @ep. The metadata is taken only for an
  * endpoint with QPS_OPT_PKTINFO, and the clock read at most once per
  * datagram (*@ts, 0 until then). Returns whether it was queued.
@@ -306,13 +341,8 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 	d->saddr = fi->hdr.saddr;
 	d->sport = fi->hdr.sport;
 	d->meta = 0;
-	if (ep->pktinfo && ep->rxts) {
-		if (!*ts)
-			*ts = qps_rx_now_ns();
-		ep->rxts[pos] = *ts;
-		d->meta = 1;
-		ctx->st->rx_pktinfo++;
-	}
+	if (ep->rxts && (ep->pktinfo || (ep->ts_flags & QPS_TS_RX_MASK)))
+		qps_rxq_stamp_locked(ep, pos, d, ts);
 	qps_rx_buf_get_locked(ctx, buf);
 	ctx->st->rx_packets++;
 	ctx->st->rx_bytes += fi->payload_len;
@@ -475,7 +505,8 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
  * datagram QPS_RX_PF_LAG back (by now in cache) to prefetch its rule;
  * demultiplex.
  */
-static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
+static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc,
+			 const struct qps_wc_ts *wts, int n)
 {
 	struct qps_rx_item it[QPS_RX_POLL_BATCH];
 	int i;
@@ -498,6 +529,8 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
 		if (it[i].ok)
 			qps_demux_prefetch(ctx, &it[i].fi, it[i].key, 1);
 	for (i = 0; i < n; i++) {
+		if (it[i].ok && wts)
+			qps_rx_ts_cur_locked(ctx, &wts[i]);
 		if (it[i].ok)
 			qps_demux(ctx, it[i].dg, &it[i].fi, it[i].key);
 		if (it[i].dg != it[i].buf)
@@ -507,19 +540,47 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
 	}
 }
 
+/* A batch with its stamps, for endpoints that asked (QPS_OPT_TIMESTAMP);
+ * without poll_cq_ts the stamps are the host's (rx_ts.c). */
+static int qps_rx_poll_ts(struct qps_ctx *ctx, struct ibv_wc *wc,
+			  struct qps_wc_ts *wts)
+{
+	int n;
+
+	if (!ctx->rx.ts_unsupported) {
+		n = ctx->ops->poll_cq_ts(ctx->rx.cq, QPS_RX_POLL_BATCH, wc,
+					 wts);
+		if (n != -EOPNOTSUPP) {
+			if (n > 0)
+				qps_rx_ts_convert(ctx, wts, n);
+			return n;
+		}
+		ctx->rx.ts_unsupported = true;
+	}
+	n = ctx->ops->poll_cq(ctx->rx.cq, QPS_RX_POLL_BATCH, wc);
+	if (n > 0)
+		memset(wts, 0, (size_t)n * sizeof(*wts));
+	return n;
+}
+
 static int qps_rx_poll_all(struct qps_ctx *ctx)
 {
 	struct ibv_wc wc[QPS_RX_POLL_BATCH];
+	struct qps_wc_ts wts[QPS_RX_POLL_BATCH];
 	int total = 0;
 	int n;
 
 	do {
+		bool ts = ctx->rx.ts_users != 0;
+
 		/* One read-side section per batch: writers wait at most for
 		 * one batch, and the poller pays two stores per batch. */
 		qps_epoch_enter(&ctx->rx.epoch);
-		n = ctx->ops->poll_cq(ctx->rx.cq, QPS_RX_POLL_BATCH, wc);
+		n = ts ? qps_rx_poll_ts(ctx, wc, wts) :
+			 ctx->ops->poll_cq(ctx->rx.cq, QPS_RX_POLL_BATCH, wc);
 		if (n > 0)
-			qps_rx_batch(ctx, wc, n);
+			qps_rx_batch(ctx, wc, ts ? wts : NULL, n);
+		qps_rx_ts_cur_locked(ctx, NULL);
 		qps_epoch_exit(&ctx->rx.epoch);
 		if (n == -EIO && (ctx->info.caps & QPS_DEV_CAP_QP_ERR))
 			/* Completions were lost to an overrun, and with them
@@ -560,7 +621,9 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 	int total, n;
 
 	if (ctx->rx.cq_armed) {
-		ctx->ops->ack_events(ctx->dev);
+		/* The events may have been a sleeping sender's (tx_wait.c). */
+		if (ctx->ops->ack_events(ctx->dev) > 0)
+			qps_txw_wake(ctx);
 		ctx->rx.cq_armed = false;
 	}
 	total = qps_rx_poll_all(ctx);
@@ -571,6 +634,22 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 		return total;
 	n = qps_rx_arm_locked(ctx);
 	return n < 0 ? n : total + n;
+}
+
+/*
+ * A sleeping sender woke on the device's event fd (tx_wait.c) and must
+ * drain it, or sleep on it never again. The events may have been the
+ * receive CQ's: then the receive side progresses as its own drain would
+ * make it, so that no receiver misses its wake-up.
+ */
+void qps_rx_events_locked(struct qps_ctx *ctx)
+{
+	if (ctx->rx.cq_armed) {
+		qps_rx_progress_locked(ctx);
+		return;
+	}
+	if (ctx->ops->ack_events(ctx->dev) > 0)
+		qps_txw_wake(ctx);
 }
 
 void qps_rxq_drain_locked(struct qps_ep *ep)
@@ -648,12 +727,17 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 		memset(&m->dst, 0, sizeof(m->dst));
 		m->ifindex = 0;
 		m->ts_ns = 0;
-		if (d.meta) {
+		if (d.meta & QPS_RXD_PKTINFO) {
 			m->flags |= QPS_RXMSG_PKTINFO;
 			qps_rxd_dst(ctx, &d, &m->dst);
 			m->ifindex = QPS_IFINDEX;
-			m->ts_ns = ep->rxts[pos];
 		}
+		if (d.meta)
+			m->ts_ns = ep->rxts[pos];
+		if (d.meta & QPS_RXD_TS_SW)
+			m->flags |= QPS_RXMSG_TS_SOFTWARE;
+		if (d.meta & QPS_RXD_TS_DEV)
+			m->flags |= QPS_RXMSG_TS_DEVICE;
 	}
 	if (!(flags & QPS_MSG_PEEK)) {
 		if (trunc) {

@@ -29,8 +29,12 @@ struct qps_rxd {
 	uint16_t len;
 	uint32_t saddr;
 	uint16_t sport;
-	uint16_t meta;		/* 1: ep->rxts holds its timestamp */
+	uint16_t meta;		/* QPS_RXD_*: what ep->rxts holds for it */
 };
+
+#define QPS_RXD_PKTINFO 1u	/* taken with QPS_OPT_PKTINFO on */
+#define QPS_RXD_TS_SW 2u	/* ep->rxts: a software receive stamp */
+#define QPS_RXD_TS_DEV 4u	/* ep->rxts: the device's receive stamp */
 
 /* A reassembled datagram, too long for a receive buffer: queued like one,
  * by the index depth + its slot (rx.c qps_rx_big_add). */
@@ -59,12 +63,28 @@ struct qps_rx {
 	struct qps_rx_big *big;
 	uint32_t nbig;
 	uint32_t big_free;		/* first free slot, UINT32_MAX: none */
+	/* Receive timestamps (rx_ts.c): endpoints that want them (the CQ
+	 * is then polled with poll_cq_ts), and the stamps of the datagram
+	 * being demultiplexed, CLOCK_REALTIME ns, 0 where none. */
+	uint32_t ts_users;
+	bool ts_unsupported;		/* poll_cq_ts said -EOPNOTSUPP */
+	uint64_t cur_dev_ns;
+	uint64_t cur_sw_ns;
 };
+
+struct qps_wc_ts;
+
+/* rx_ts.c: the stamps of a polled batch, each device stamp placed on
+ * CLOCK_REALTIME (in place: @ts[i].val becomes ns). */
+void qps_rx_ts_convert(struct qps_ctx *ctx, struct qps_wc_ts *ts, int n);
+/* The stamps of the datagram about to be demultiplexed (@ts NULL: none). */
+void qps_rx_ts_cur_locked(struct qps_ctx *ctx, const struct qps_wc_ts *ts);
 
 int qps_rx_init(struct qps_ctx *ctx);
 void qps_rx_fini(struct qps_ctx *ctx);
 int qps_rx_progress_locked(struct qps_ctx *ctx);
 int qps_rx_arm_locked(struct qps_ctx *ctx);
+void qps_rx_events_locked(struct qps_ctx *ctx);
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf);
 /* Post every buffer no endpoint holds (the receive QP is back up). */
 int qps_rx_refill_locked(struct qps_ctx *ctx);

@@ -24,7 +24,6 @@ static int qps_sq_prio_open(struct qps_ctx *ctx, struct qps_sq *sq)
 {
 	struct qps_prio_cfg cfg = {
 		.post = qps_tx_prio_post,
-		.idle = qps_tx_prio_idle,
 		.arg = sq,
 	};
 	uint32_t depth = QPS_PRIO_DEFAULT_DEPTH;

@@ -41,7 +41,8 @@
  */
 #define QPS_TXM_FLOW 1u		/* unconnected: commit the flow's head */
 #define QPS_TXM_MORE 2u		/* another frame of the same call follows */
-#define QPS_TXM_FRAG 4u		/* a datagram's fragment after its first */
+#define QPS_TXM_TS 4u		/* its sender wants transmit times (txts.c) */
+#define QPS_TXM_FRAG 8u		/* a datagram's fragment after its first */
 
 struct qps_tx_meta {
 	uint32_t len;			/* frame bytes */
@@ -49,6 +50,13 @@ struct qps_tx_meta {
 	uint32_t hash;			/* flow hash, with QPS_TXM_FLOW */
 	uint32_t flags;
 	const void *who;		/* the producing thread's token */
+	/* With QPS_TXM_TS: whose datagram (the endpoint and which of its
+	 * openings), its number, what it asked for, when it was posted. */
+	struct qps_ep *ts_ep;
+	uint64_t ts_gen;
+	uint32_t ts_id;
+	uint32_t ts_flags;
+	uint64_t ts_sw_ns;
 };
 
 struct qps_sq {
@@ -106,15 +114,21 @@ static inline struct qps_prio *qps_sq_prio(struct qps_ctx *ctx, uint32_t q)
 	return q < ctx->nsq ? ctx->sq[q].prio : NULL;
 }
 
+/* Room for one more WQE: a free slot and room on the send path. Under
+ * sq->lock. */
+static inline bool qps_tx_room_locked(const struct qps_sq *sq)
+{
+	return sq->nfree && sq->path->room(sq) > 0;
+}
+
 /* sq.c: lifetime */
 /* ctx->nsq send queues: QPs, CQs, slots; on failure ctx->sq may be left
  * partly built for qps_sqs_destroy. Needs ctx->rx.cq (QP 0 receives). */
 int qps_sqs_create(struct qps_ctx *ctx);
 void qps_sqs_destroy(struct qps_ctx *ctx);
 
-/* tx.c: the band callbacks (sq.c creates the bands); take sq->lock */
+/* tx.c: the band callback (sq.c creates the bands); takes sq->lock */
 int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more);
-int qps_tx_prio_idle(void *arg);
 
 /* tx.c: under sq->lock */
 /* Reap @sq's send CQ; returns the WQEs completed (slots given back). */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "sq.h"
+#include "txts.h"
 #include "ud.h"
 
 #define QPS_SQ_GENERIC_TRIES 1000
@@ -73,8 +74,10 @@ static void qps_sq_generic_drop(struct qps_sq *sq)
 		n++;
 	}
 	qps_tx_posted_unpush(sq, n);
-	for (wr = sq->pend_head; wr; wr = wr->next)
+	for (wr = sq->pend_head; wr; wr = wr->next) {
+		qps_txts_done(sq, &sq->meta[wr->wr_id], NULL, true);
 		qps_tx_slot_put(sq, (uint32_t)wr->wr_id);
+	}
 	sq->pend_head = sq->pend_tail = NULL;
 	qps_txq_enqueue_cancel(sq->ctx->txq, (int)sq->idx, n);
 }

@@ -20,11 +20,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sq.h"
+#include "tx_wait.h"
+#include "txts.h"
 #include "ud.h"
 
 #define QPS_TX_FLAGS (QPS_MSG_DONTWAIT | QPS_MSG_MORE)
@@ -63,7 +64,8 @@ void qps_tx_posted_unpush(struct qps_sq *sq, uint32_t n)
  * or repeated completion): then nothing is given back, since its slot may
  * be free or in use already.
  */
-static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id)
+static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id,
+				 const struct qps_wc_ts *ts, uint32_t failed)
 {
 	uint32_t slot, pos, n, k;
 
@@ -77,9 +79,17 @@ static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id)
 	    sq->posted[pos & sq->post_mask] != slot)
 		return 0;
 	n = pos - sq->post_tail + 1;
-	for (k = 0; k < n; k++)
-		qps_tx_slot_put(sq, sq->posted[(sq->post_tail + k) &
-					       sq->post_mask]);
+	for (k = 0; k < n; k++) {
+		uint32_t s = sq->posted[(sq->post_tail + k) & sq->post_mask];
+
+		/* The @failed newest did not go out: an error completion
+		 * fails its own WQE, not those before it (see
+		 * qps_tx_reap_locked). */
+		if (sq->meta[s].flags & QPS_TXM_TS)
+			qps_txts_done(sq, &sq->meta[s], ts,
+				      n - k <= failed);
+		qps_tx_slot_put(sq, s);
+	}
 	sq->post_tail = pos + 1;
 	return n;
 }
@@ -90,10 +100,33 @@ uint32_t qps_tx_reclaim_locked(struct qps_sq *sq)
 
 	if (!n)
 		return 0;
-	qps_tx_reap_upto(sq, sq->posted[(sq->post_head - 1) & sq->post_mask]);
+	/* Every one failed, none with a completion. */
+	qps_tx_reap_upto(sq, sq->posted[(sq->post_head - 1) & sq->post_mask],
+			 NULL, UINT32_MAX);
 	sq->st->errors += n;
 	sq->st->reaped += n;
 	qps_txq_complete(sq->ctx->txq, (int)sq->idx, n);
+	return n;
+}
+
+/* A batch of @sq's completions, with their stamps (on CLOCK_REALTIME)
+ * once an endpoint asked for transmit times; stamped by no clock else. */
+static int qps_tx_poll_cq(struct qps_sq *sq, struct ibv_wc *wc,
+			  struct qps_wc_ts *wts)
+{
+	struct qps_ctx *ctx = sq->ctx;
+	int n;
+
+	if (__atomic_load_n(&ctx->txts_on, __ATOMIC_RELAXED)) {
+		n = ctx->ops->poll_cq_ts(sq->cq, QPS_RX_POLL_BATCH, wc, wts);
+		if (n > 0)
+			qps_rx_ts_convert(ctx, wts, n);
+		if (n != -EOPNOTSUPP)
+			return n;
+	}
+	n = ctx->ops->poll_cq(sq->cq, QPS_RX_POLL_BATCH, wc);
+	if (n > 0)
+		memset(wts, 0, (size_t)n * sizeof(*wts));
 	return n;
 }
 
@@ -112,6 +145,7 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	struct ibv_wc wc[QPS_RX_POLL_BATCH];
+	struct qps_wc_ts wts[QPS_RX_POLL_BATCH];
 	bool failed = false;
 	int total = 0;
 	int n, i;
@@ -119,11 +153,13 @@ int qps_tx_reap_locked(struct qps_sq *sq)
 	do {
 		uint32_t done = 0;
 
-		n = ctx->ops->poll_cq(sq->cq, QPS_RX_POLL_BATCH, wc);
+		n = qps_tx_poll_cq(sq, wc, wts);
 		if (n < 0)
 			return n;
 		for (i = 0; i < n; i++) {
-			uint32_t k = qps_tx_reap_upto(sq, wc[i].wr_id);
+			uint32_t k = qps_tx_reap_upto(
+				sq, wc[i].wr_id, &wts[i],
+				wc[i].status != IBV_WC_SUCCESS);
 
 			if (wc[i].status != IBV_WC_SUCCESS || !k)
 				sq->st->errors++;
@@ -209,12 +245,6 @@ int qps_tx_poll_rx(struct qps_ctx *ctx)
 	return qps_tx_poll_some(ctx, QPS_TXF_POLL, true);
 }
 
-/* Room for one more WQE: a free slot and room on the send path. */
-static bool qps_tx_room_locked(const struct qps_sq *sq)
-{
-	return sq->nfree && sq->path->room(sq) > 0;
-}
-
 int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 		       bool more, uint32_t *head)
 {
@@ -229,11 +259,17 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 	/* Every tx_signal-th WQE asks for a completion; the last one before
 	 * a doorbell is made to at ring time (qps_db_ring_locked). */
 	sig = sq->since_sig + 1 >= ctx->tx_signal;
+	/* Transmit times: its own completion, and the time it was posted. */
+	if (sq->meta[slot].flags & QPS_TXM_TS) {
+		sig = true;
+		qps_txts_posted(&sq->meta[slot]);
+	}
 	ret = sq->path->write(sq, slot, len, sig);
 	if (ret < 0) {
 		/* Posted by the band owner after its sender returned:
 		 * tx_errors is where the loss shows. */
 		sq->st->errors++;
+		qps_txts_done(sq, &sq->meta[slot], NULL, true);
 		qps_txq_enqueue_cancel(ctx->txq, (int)sq->idx, 1);
 		qps_tx_slot_put(sq, slot);
 		return ret;
@@ -334,38 +370,13 @@ int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 	return (int)n;
 }
 
-/* Between attempts of a blocked sender: ring and reap, so the QP frees
- * room for the owner's next burst. */
-int qps_tx_prio_idle(void *arg)
-{
-	struct qps_sq *sq = arg;
-	int ret;
-
-	pthread_mutex_lock(&sq->lock);
-	ret = qps_db_ring_locked(sq, QPS_TXF_FULL);
-	if (ret >= 0)
-		ret = qps_tx_reap_locked(sq);
-	pthread_mutex_unlock(&sq->lock);
-	if (ret >= 0)
-		sched_yield();
-	return ret < 0 ? ret : 0;
-}
-
-static uint64_t qps_now_ms(void)
-{
-	return qps_now_ns() / 1000000u;
-}
-
 /*
- * A free slot of @sq, waiting (bounded by SNDTIMEO) when the endpoint
- * may. A postponed doorbell is rung first: the queue drains only once
- * rung.
+ * A free slot of @sq, waiting (tx_wait.c) when the endpoint may. A
+ * postponed doorbell is rung first: the queue drains only once rung.
  */
-static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
+static int qps_tx_slot_get_locked(struct qps_tx_wait *w, struct qps_sq *sq,
 				  bool dontwait, uint32_t *slot)
 {
-	uint64_t deadline = 0;
-
 	if (sq->qp_dead)
 		return -ENETDOWN;
 	while (!qps_tx_room_locked(sq)) {
@@ -380,18 +391,11 @@ static int qps_tx_slot_get_locked(struct qps_ep *ep, struct qps_sq *sq,
 			break;
 		if (dontwait)
 			return -EAGAIN;
-		if (ep->sndtimeo_ms) {
-			if (!deadline)
-				deadline = qps_now_ms() + ep->sndtimeo_ms;
-			else if (qps_now_ms() >= deadline)
-				return -EAGAIN;
-		}
-		/* Parked frames hold slots: drain them if no one is. The
-		 * owner's post takes sq->lock, so not under it. */
 		pthread_mutex_unlock(&sq->lock);
-		qps_prio_kick(sq->prio);
-		sched_yield();
+		ret = qps_tx_wait_room(w, sq);
 		pthread_mutex_lock(&sq->lock);
+		if (ret < 0)
+			return ret;
 	}
 	*slot = sq->free[--sq->nfree];
 	/* Relaxed: see qps_tx_slot_put. */
@@ -450,6 +454,7 @@ struct qps_tx_run {
 	struct qps_ctx *ctx;
 	struct qps_sq *sq;	/* locked, or NULL */
 	uint64_t touched;	/* bit q: send queue q was held */
+	struct qps_tx_wait wait;	/* the call's wait for room */
 };
 
 static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
@@ -506,6 +511,7 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 		if (err < 0 && ret >= 0)
 			ret = err;
 	}
+	qps_tx_wait_end(&r->wait);
 	return ret;
 }
 
@@ -576,9 +582,21 @@ static void qps_tx_hold_flow(struct qps_ep *ep, const struct sockaddr_in *dst,
  * else waits up to SNDTIMEO reaping completions; a refused slot is given
  * back, and with @counted the endpoint's counts of it taken back too.
  */
-static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
-		       uint32_t len, unsigned int prio, bool dontwait,
-		       bool counted)
+struct qps_tx_band_wait {
+	struct qps_tx_wait *w;
+	struct qps_sq *sq;
+};
+
+static int qps_tx_band_wait(void *arg)
+{
+	struct qps_tx_band_wait *bw = arg;
+
+	return qps_tx_wait_room(bw->w, bw->sq);
+}
+
+static int qps_tx_band(struct qps_ep *ep, struct qps_tx_wait *w,
+		       struct qps_sq *sq, uint32_t slot, uint32_t len,
+		       unsigned int prio, bool dontwait, bool counted)
 {
 	void *item = (void *)((uintptr_t)slot + 1);
 	int ret;
@@ -586,10 +604,10 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 	if (dontwait) {
 		ret = qps_prio_enqueue(sq->prio, item, prio, len);
 	} else {
-		int64_t timeout = ep->sndtimeo_ms ?
-			  (int64_t)ep->sndtimeo_ms * 1000000 : -1;
+		struct qps_tx_band_wait bw = { .w = w, .sq = sq };
+
 		ret = qps_prio_enqueue_wait(sq->prio, item, prio, len,
-					    timeout);
+					    qps_tx_band_wait, &bw);
 	}
 	if (ret < 0) {
 		pthread_mutex_lock(&sq->lock);
@@ -727,7 +745,7 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 
 		if (!r->sq)
 			qps_tx_run_lock(r, sq->idx);
-		ret = qps_tx_slot_get_locked(ep, sq, dontwait, &slot);
+		ret = qps_tx_slot_get_locked(&r->wait, sq, dontwait, &slot);
 		if (ret < 0)
 			break;
 		frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
@@ -748,12 +766,16 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 				 (off ? QPS_TXM_FRAG : 0),
 			.who = &qps_tx_self,
 		};
+		/* Its transmit time is its last fragment's: the datagram is
+		 * out once that is. */
+		if (last)
+			qps_txts_meta(ep, &sq->meta[slot]);
 		qps_txq_park(ctx->txq, (int)sq->idx, 1);
 		sq->st->frags++;
 		pthread_mutex_unlock(&sq->lock);
 		r->sq = NULL;
-		ret = qps_tx_band(ep, sq, slot, (uint32_t)n, prio, dontwait,
-				  false);
+		ret = qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)n, prio,
+				  dontwait, false);
 		band_refused = ret < 0;
 		handed += ret == 0;
 	}
@@ -810,7 +832,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		return qps_tx_frags(ep, r, &h, buf, len, hash, dst != NULL,
 				    prio, dontwait, more);
 	}
-	ret = qps_tx_slot_get_locked(ep, sq, dontwait, &slot);
+	ret = qps_tx_slot_get_locked(&r->wait, sq, dontwait, &slot);
 	if (ret < 0)
 		return ret;
 
@@ -836,6 +858,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		.flags = (dst ? QPS_TXM_FLOW : 0) | (more ? QPS_TXM_MORE : 0),
 		.who = &qps_tx_self,
 	};
+	qps_txts_meta(ep, &sq->meta[slot]);
 	/* Parked until posted: the flow table holds its flow on this QP. */
 	qps_txq_park(ctx->txq, (int)sq->idx, 1);
 	/* The endpoint's counters, under this queue's lock (stat_shm.h);
@@ -846,7 +869,8 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	/* The owner's post takes sq->lock: hand the slot over without it. */
 	pthread_mutex_unlock(&sq->lock);
 	r->sq = NULL;
-	return qps_tx_band(ep, sq, slot, (uint32_t)len, prio, dontwait, true);
+	return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len, prio,
+			   dontwait, true);
 }
 
 static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
@@ -859,6 +883,7 @@ static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
 
 	if (flags & ~QPS_TX_FLAGS)
 		return -EINVAL;
+	qps_tx_wait_init(&run.wait, ep);
 	ret = qps_tx_check(ep, buf, len, dst);
 	if (ret < 0)
 		return ret;
@@ -964,6 +989,7 @@ int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,
 	if (!msgs)
 		return -EFAULT;
 	run = (struct qps_tx_run){ .ctx = ep->ctx };
+	qps_tx_wait_init(&run.wait, ep);
 	dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
 	for (i = 0; i < n; i++) {
 		ret = qps_tx_msg(ep, &run, &msgs[i], dontwait,

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -637,6 +638,172 @@ static void cleanup(void)
 	t_suite_cleanup();
 }
 
+/* ------------------------------------------------------------------ */
+/* A blocked sender sleeps (issue 18 item 2).                          */
+
+struct blocked {
+	struct qps_ep *ep;
+	pthread_t th;
+	ssize_t ret;
+	uint64_t cpu_us;	/* the sender thread's CPU time in the call */
+	uint64_t wall_us;
+	int done;
+};
+
+static uint64_t clock_us(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void *blocked_run(void *arg)
+{
+	struct blocked *b = arg;
+	uint64_t c0 = clock_us(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t w0 = clock_us(CLOCK_MONOTONIC);
+
+	b->ret = qps_send(b->ep, "b", 1, 0);
+	b->cpu_us = clock_us(CLOCK_THREAD_CPUTIME_ID) - c0;
+	b->wall_us = clock_us(CLOCK_MONOTONIC) - w0;
+	__atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Start a sender on @ep, whose send queue is full, and let it block for
+ * @ms; it must still be in the call. */
+static void blocked_start(struct blocked *b, struct qps_ep *ep, int ms)
+{
+	memset(b, 0, sizeof(*b));
+	b->ep = ep;
+	T_EQ_FATAL(pthread_create(&b->th, NULL, blocked_run, b), 0);
+	t_sleep_ms((unsigned int)ms);
+	T_EQ(__atomic_load_n(&b->done, __ATOMIC_ACQUIRE), 0);
+}
+
+/* Wait for the sender at most 2 s after @what happened at @t0 (us);
+ * returns how long it took to leave, ms. A sender still blocked then is
+ * unstuck by running the device. */
+static uint64_t blocked_join(struct blocked *b, struct qps_ctx *tx,
+			     uint64_t t0)
+{
+	uint64_t end = clock_us(CLOCK_MONOTONIC) + 2000000, left;
+
+	while (!__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) &&
+	       clock_us(CLOCK_MONOTONIC) < end)
+		t_sleep_ms(1);
+	if (!__atomic_load_n(&b->done, __ATOMIC_ACQUIRE)) {
+		CU_FAIL("the blocked sender was not woken within 2 s");
+		qps_emu_set_stepping(tx->dev, false);
+	}
+	pthread_join(b->th, NULL);
+	left = clock_us(CLOCK_MONOTONIC);
+	return left > t0 ? (left - t0) / 1000 : 0;
+}
+
+/* Fill @out's send queue with the device stopped; returns the count. */
+static int fill_sq(struct qps_ep *out)
+{
+	int ok = 0;
+
+	while (qps_send(out, "x", 1, QPS_MSG_DONTWAIT) == 1)
+		ok++;
+	return ok;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * A blocking send on a full send queue spins for its busy-poll budget and
+ * then sleeps on the send CQ's completion event: blocked for 300 ms it
+ * uses a small fraction of that in CPU time, and returns once the device
+ * completes sends. It leaves with -EAGAIN after SNDTIMEO, -EINTR when a
+ * signal handler ran, -EBADF when another thread closes the endpoint;
+ * every datagram it accepted is delivered.
+ */
+static void test_sq_full_sleeps(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }, old;
+	struct sockaddr_in dst = t_sin("198.18.0.77", 9000);
+	struct qps_ctx *tx, *rx;
+	struct qps_ep *out, *in;
+	struct qps_stats a, c;
+	struct blocked b;
+	uint64_t t0, ms;
+	int ok, got, tmo = 100, zero = 0;
+
+	in = receiver(&rx, "198.18.0.77", 256);
+	out = sender(&tx, "198.18.0.76", TX_DEPTH, &dst);
+	qps_emu_set_stepping(tx->dev, true);
+	ok = fill_sq(out);
+	T_GE(ok, 1);
+
+	/* Blocked 300 ms, then the device runs the queue (in this thread:
+	 * the engine writes the send CQEs and raises the armed CQ's event). */
+	blocked_start(&b, out, 300);
+	t0 = clock_us(CLOCK_MONOTONIC);
+	T_GE(qps_emu_step(tx->dev, 4 * TX_DEPTH), 1);
+	ms = blocked_join(&b, tx, t0);
+	printf("\n    blocked %llu ms: %llu us CPU; woken %llu ms after "
+	       "room", (unsigned long long)(b.wall_us / 1000),
+	       (unsigned long long)b.cpu_us, (unsigned long long)ms);
+	T_EQ(b.ret, 1);
+	ok++;
+	T_GE(b.wall_us, 250000);
+	/* Far below the wall time: the budget (50 us) and a few wake-ups,
+	 * not a spin (the bound leaves room for sanitizer runs). */
+	T_LE(b.cpu_us * 10, b.wall_us);
+	T_LE(ms, 1000);
+
+	/* SNDTIMEO: -EAGAIN once it expires, asleep meanwhile too. */
+	ok += fill_sq(out);
+	T_EQ(qps_setopt(out, QPS_OPT_SNDTIMEO, &tmo, sizeof(tmo)), 0);
+	blocked_start(&b, out, 0);
+	blocked_join(&b, tx, clock_us(CLOCK_MONOTONIC));
+	printf(", SNDTIMEO %d ms: after %llu ms, %llu us CPU", tmo,
+	       (unsigned long long)(b.wall_us / 1000),
+	       (unsigned long long)b.cpu_us);
+	T_EQ(b.ret, -EAGAIN);
+	T_GE(b.wall_us, (uint64_t)tmo * 1000);
+	T_LE(b.cpu_us * 5, b.wall_us);
+	T_EQ(qps_setopt(out, QPS_OPT_SNDTIMEO, &zero, sizeof(zero)), 0);
+
+	/* A signal handler ran: -EINTR, whatever SA_RESTART says. */
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	T_EQ_FATAL(sigaction(SIGUSR1, &sa, &old), 0);
+	blocked_start(&b, out, 50);
+	t0 = clock_us(CLOCK_MONOTONIC);
+	T_EQ(pthread_kill(b.th, SIGUSR1), 0);
+	ms = blocked_join(&b, tx, t0);
+	sigaction(SIGUSR1, &old, NULL);
+	printf(", signal: %llu ms", (unsigned long long)ms);
+	T_EQ(b.ret, -EINTR);
+	T_LE(ms, 1000);
+
+	/* Another thread closes the endpoint: -EBADF. The close sends
+	 * what was queued; the device then runs it all. */
+	blocked_start(&b, out, 50);
+	t0 = clock_us(CLOCK_MONOTONIC);
+	T_EQ(qps_ep_close(out), 0);
+	ms = blocked_join(&b, tx, t0);
+	printf(", close: %llu ms\n", (unsigned long long)ms);
+	T_EQ(b.ret, -EBADF);
+	T_LE(ms, 1000);
+
+	qps_emu_set_stepping(tx->dev, false);
+	T_GE(qps_ctx_flush(tx), 0);
+	T_GE(qps_ctx_progress(tx), 0);
+	got = recv_all(in);
+	t_check_delivery(tx, rx, (uint64_t)ok, (uint64_t)got, &a, &c);
+	T_EQ(got, ok);
+	t_suite_end();
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -651,6 +818,8 @@ int main(void)
 		  test_sq_full_nonblock },
 		{ "send queue full: SNDTIMEO bounds the wait",
 		  test_sq_full_sndtimeo },
+		{ "send queue full: the blocked sender sleeps",
+		  test_sq_full_sleeps },
 		{ "no posted receive buffers", test_rx_no_buffers },
 		{ "endpoint receive queue full", test_rxq_full },
 		{ "CQ overrun: reported once, recovers", test_cq_overrun },

@@ -725,24 +725,34 @@ static void *resume_later(void *arg)
 	return NULL;
 }
 
-static int idle_fail(void *arg)
+static int wait_fail(void *arg)
 {
 	(void)arg;
 	return -EIO;
 }
 
+/* A wait callback as the send path's: yield until a deadline (0: none;
+ * -1: give up at once). */
+static int wait_until(void *arg)
+{
+	const int64_t *deadline = arg;
+
+	if (*deadline < 0 || (*deadline && now_ns() >= *deadline))
+		return -EAGAIN;
+	sched_yield();
+	return 0;
+}
+
 /* Bounded wait: times out while the band stays full, succeeds as soon as
- * the transmitter drains it, and stops on the idle callback's error. */
+ * the transmitter drains it, and stops on the wait callback's error. */
 static void test_enqueue_wait(void)
 {
 	static struct sink s;
-	struct qps_prio_cfg cfg = { .post = sink_post, .arg = &s,
-				    .depth = { 2, 2, 2 }, .idle = idle_fail };
 	struct qps_prio_stats st;
 	struct resumer rs;
 	struct qps_prio *b;
 	pthread_t th;
-	int64_t t0, dt;
+	int64_t t0, dt, deadline;
 
 	sink_reset(&s);
 	b = mk_bands(&s, 2, 0);
@@ -751,17 +761,23 @@ static void test_enqueue_wait(void)
 	EQ(qps_prio_enqueue(b, mk(0, 0, 0), 0, 1), 0);
 	EQ(qps_prio_enqueue(b, mk(0, 0, 1), 0, 1), 0);
 	t0 = now_ns();
-	EQ(qps_prio_enqueue_wait(b, mk(0, 0, 2), 0, 1, 20000000), -EAGAIN);
+	deadline = t0 + 20000000;
+	EQ(qps_prio_enqueue_wait(b, mk(0, 0, 2), 0, 1, wait_until, &deadline),
+	   -EAGAIN);
 	dt = now_ns() - t0;
 	CU_ASSERT(dt >= 20000000);
-	EQ(qps_prio_enqueue_wait(b, mk(0, 0, 2), 0, 1, 0), -EAGAIN);
+	deadline = -1;
+	EQ(qps_prio_enqueue_wait(b, mk(0, 0, 2), 0, 1, wait_until, &deadline),
+	   -EAGAIN);
 	qps_prio_stats(b, &st);
 	EQ(st.band[1].drops, 2);
 
 	rs = (struct resumer){ .b = b, .delay_ns = 20000000 };
 	CU_ASSERT_FATAL(pthread_create(&th, NULL, resume_later, &rs) == 0);
 	t0 = now_ns();
-	EQ(qps_prio_enqueue_wait(b, mk(0, 0, 2), 0, 1, 5 * T_WAIT_NS), 0);
+	deadline = t0 + 5 * T_WAIT_NS;
+	EQ(qps_prio_enqueue_wait(b, mk(0, 0, 2), 0, 1, wait_until, &deadline),
+	   0);
 	dt = now_ns() - t0;
 	pthread_join(th, NULL);
 	CU_ASSERT(dt < 5 * T_WAIT_NS);
@@ -770,11 +786,15 @@ static void test_enqueue_wait(void)
 	qps_prio_destroy(b);
 
 	sink_reset(&s);
-	EQ(qps_prio_create(&cfg, &b), 0);
+	b = mk_bands(&s, 2, 0);
+	CU_ASSERT_FATAL(b != NULL);
 	qps_prio_pause(b);
 	EQ(qps_prio_enqueue(b, mk(0, 0, 0), 0, 1), 0);
 	EQ(qps_prio_enqueue(b, mk(0, 0, 1), 0, 1), 0);
-	EQ(qps_prio_enqueue_wait(b, mk(0, 0, 2), 0, 1, -1), -EIO);
+	EQ(qps_prio_enqueue_wait(b, mk(0, 0, 2), 0, 1, wait_fail, NULL), -EIO);
+	/* Not a timeout: not counted as a drop. */
+	qps_prio_stats(b, &st);
+	EQ(st.band[1].drops, 0);
 	qps_prio_destroy(b);
 }
 
@@ -790,6 +810,8 @@ struct producer {
 	uint64_t errors;
 };
 
+static int64_t no_deadline;
+
 static void *producer_run(void *arg)
 {
 	struct producer *p = arg;
@@ -802,7 +824,8 @@ static void *producer_run(void *arg)
 		prio = p->mixed ? (unsigned int)(seq * 5 + p->id) % 16 : p->id;
 		if (seq & 1)
 			ret = qps_prio_enqueue_wait(p->b, mk(prio, p->id, seq),
-						    prio, 64, -1);
+						    prio, 64, wait_until,
+						    &no_deadline);
 		else
 			while ((ret = qps_prio_enqueue(p->b,
 						       mk(prio, p->id, seq),

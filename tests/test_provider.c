@@ -22,7 +22,8 @@
 	X(destroy_qp) X(post_send) X(post_recv) X(mlx4_sq) X(create_flow)    \
 	X(destroy_flow) X(mcast_attach) X(mcast_detach) X(resolve)           \
 	X(route_gen) X(modify_qp) X(query_gid) X(create_ah) X(destroy_ah)    \
-	X(attach_mcast) X(detach_mcast) X(hold_port)
+	X(attach_mcast) X(detach_mcast) X(hold_port) X(get_cq_event_fd)      \
+	X(poll_cq_ts) X(read_clock)
 
 #define T_COUNT_OP(op) +1
 #define T_NUM_OPS (0 T_FOR_EACH_OP(T_COUNT_OP))
@@ -88,6 +89,9 @@ static void check_all_stubs(const struct qps_provider_ops *o)
 	CU_ASSERT_EQUAL(o->attach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->detach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->hold_port(NULL, a, &port, 0), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->get_cq_event_fd(NULL), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->poll_cq_ts(NULL, 1, NULL, NULL), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->read_clock(NULL, NULL), -EOPNOTSUPP);
 }
 
 static void test_find_emu(void)

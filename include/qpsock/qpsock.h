@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define QPS_VERSION_MAJOR 0
-#define QPS_VERSION_MINOR 3
+#define QPS_VERSION_MINOR 4
 
 struct qps_ctx;
 struct qps_ep;
@@ -379,7 +379,10 @@ int qps_shutdown(struct qps_ep *ep, int how);
 /**
  * qps_send - send one datagram to the connected peer. Returns @len.
  * -EDESTADDRREQ if not connected, -EMSGSIZE above the port's max payload,
- * -EAGAIN when the send queue is full and the call must not wait,
+ * -EAGAIN when the send queue is full and the call must not wait (or
+ * QPS_OPT_SNDTIMEO expired; a blocking send sleeps on the send completion
+ * event after its busy-poll budget), -EINTR when a signal handler ran
+ * while it slept, -EBADF when another thread closed the endpoint,
  * -ENETDOWN when its send QP failed and could not be brought back,
  * -EPIPE after qps_shutdown(SHUT_WR).
  * QPS_MSG_MORE: more datagrams follow immediately; the doorbell may be
@@ -426,7 +429,14 @@ enum qps_opt {
 	QPS_OPT_MULTICAST_TTL,	/* 1..255: as IP_MULTICAST_TTL (1) */
 	QPS_OPT_TOS,		/* 0..255: DSCP/ECN byte, as IP_TOS (0) */
 	QPS_OPT_MULTICAST_LOOP,	/* 0/1: as IP_MULTICAST_LOOP (1) */
+	QPS_OPT_TIMESTAMP,	/* QPS_TS_* flags, as SO_TIMESTAMPING (0) */
 };
+
+/* QPS_OPT_TIMESTAMP flags, as SOF_TIMESTAMPING_*: which times to keep. */
+#define QPS_TS_RX_SOFTWARE 0x1	/* receive: the host's time on arrival */
+#define QPS_TS_RX_DEVICE 0x2	/* receive: the device's stamp */
+#define QPS_TS_TX_SOFTWARE 0x4	/* transmit: when its WQE was posted */
+#define QPS_TS_TX_DEVICE 0x8	/* transmit: the device's completion stamp */
 
 /**
  * qps_setopt - set an option. -ENOPROTOOPT for an unknown or get-only option,
@@ -564,6 +574,8 @@ int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len);
 
 #define QPS_RXMSG_PKTINFO 0x1	/* dst, ifindex and ts_ns are filled */
 #define QPS_RXMSG_TRUNC 0x2	/* the datagram was longer than @len */
+#define QPS_RXMSG_TS_SOFTWARE 0x4	/* ts_ns: a software stamp */
+#define QPS_RXMSG_TS_DEVICE 0x8	/* ts_ns: the device's stamp */
 
 /**
  * struct qps_rxmsg - one datagram for qps_recvmsg().
@@ -573,8 +585,10 @@ int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len);
  *	and port (the group for multicast), as IP_PKTINFO's ipi_addr.
  * @ifindex: out, with QPS_RXMSG_PKTINFO: QPS_IFINDEX.
  * @flags: out: QPS_RXMSG_*.
- * @ts_ns: out, with QPS_RXMSG_PKTINFO: CLOCK_REALTIME in ns when the
- *	datagram was demultiplexed.
+ * @ts_ns: out: CLOCK_REALTIME in ns. With QPS_RXMSG_TS_DEVICE the
+ *	device's receive stamp, with QPS_RXMSG_TS_SOFTWARE the host's
+ *	(QPS_OPT_TIMESTAMP); else, with QPS_RXMSG_PKTINFO, when the datagram
+ *	was demultiplexed. The struct's size and layout are those of 0.3.
  */
 struct qps_rxmsg {
 	void *buf;
@@ -593,6 +607,34 @@ struct qps_rxmsg {
  * -EFAULT: @msg NULL, or @msg->buf NULL with @msg->len > 0.
  */
 ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags);
+
+#define QPS_TXTS_SOFTWARE 0x1	/* @sw_ns is set */
+#define QPS_TXTS_DEVICE 0x2	/* @dev_ns is set */
+#define QPS_TXTS_FAILED 0x4	/* the device did not send it */
+
+/**
+ * struct qps_txts - the transmit times of one datagram (QPS_TS_TX_*).
+ * @id: its number: the endpoint's datagrams sent with transmit
+ *	timestamps on are numbered 0, 1, ... as with SOF_TIMESTAMPING_OPT_ID.
+ * @flags: QPS_TXTS_*.
+ * @sw_ns: CLOCK_REALTIME ns when its WQE was posted.
+ * @dev_ns: the device's completion stamp, on CLOCK_REALTIME.
+ */
+struct qps_txts {
+	uint32_t id;
+	uint32_t flags;
+	uint64_t sw_ns;
+	uint64_t dev_ns;
+};
+
+/**
+ * qps_recv_txts - take up to @n transmit reports of @ep, oldest first,
+ * as recvmsg(MSG_ERRQUEUE) does; never waits (it reaps send completions
+ * first). Returns how many; -EAGAIN when none is waiting; -EINVAL for
+ * @flags other than 0 or QPS_MSG_DONTWAIT; -EFAULT: @ts NULL with @n > 0.
+ */
+int qps_recv_txts(struct qps_ep *ep, struct qps_txts *ts, unsigned int n,
+		  int flags);
 
 /*
  * Endpoint counters (also published for qps_stat: docs/stat.md).

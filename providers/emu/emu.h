@@ -46,6 +46,10 @@
 #define QPS_EMU_MAX_MR		256u
 #define QPS_EMU_MAX_WR		4096u	/* max_qp_wr, send and receive */
 #define QPS_EMU_MAX_CQE		8192u
+/* The device clock (emu_clock.c): ConnectX-3's hca_core_clock, and the
+ * 48 bits a CQE keeps of it. */
+#define QPS_EMU_CLOCK_HZ	427000000ull
+#define QPS_EMU_CLOCK_MASK	((1ull << 48) - 1)
 #define QPS_EMU_MTU_DEFAULT	1500u
 #define QPS_EMU_MTU_MIN		68u
 #define QPS_EMU_MTU_MAX		9000u
@@ -564,6 +568,13 @@ int qps_emu_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
 int qps_emu_req_notify_cq(struct qps_cq *cq);
 int qps_emu_get_event_fd(struct qps_dev *dev);
 int qps_emu_ack_events(struct qps_dev *dev);
+int qps_emu_get_cq_event_fd(struct qps_cq *cq);
+int qps_emu_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,
+		       struct qps_wc_ts *ts);
+
+/* emu_clock.c: the device's free-running clock, in cycles. */
+uint64_t qps_emu_clock_now(void);
+int qps_emu_read_clock(struct qps_dev *dev, uint64_t *cycles);
 
 /* --- emu_rq.c --------------------------------------------------------- */
 

@@ -90,6 +90,12 @@ int qps_emu_get_event_fd(struct qps_dev *d)
 	return qps_emu_dev(d)->evfd;
 }
 
+/* One event socket per port: every CQ's events arrive on it. */
+int qps_emu_get_cq_event_fd(struct qps_cq *c)
+{
+	return qps_emu_dev(c->dev)->evfd;
+}
+
 int qps_emu_ack_events(struct qps_dev *d)
 {
 	struct qps_emu_dev *dev = qps_emu_dev(d);
@@ -156,7 +162,7 @@ enum qps_emu_cqe_res qps_emu_cq_write(struct qps_emu_shm_port *sp,
 	enum qps_emu_cqe_res res;
 	struct mlx4_cqe tmp, *cqe;
 	uint32_t prod, cnt, idx;
-	uint64_t off;
+	uint64_t off, stamp;
 	uint8_t op;
 
 	if (!scq)
@@ -188,6 +194,11 @@ enum qps_emu_cqe_res qps_emu_cq_write(struct qps_emu_shm_port *sp,
 		tmp.g_mlpath_rqpn = htobe32((ci->grh ? 0x80000000u : 0) |
 					    (ci->src_qp & 0xffffff));
 	}
+	/* The device's clock when it wrote the CQE, as a NIC stamps it. */
+	stamp = qps_emu_clock_now();
+	tmp.ts_47_16 = htobe32((uint32_t)(stamp >> 16));
+	tmp.ts_15_8 = (uint8_t)(stamp >> 8);
+	tmp.ts_7_0 = (uint8_t)stamp;
 	op = (uint8_t)((ci->opcode & MLX4_CQE_OPCODE_MASK) |
 		       (ci->is_send ? MLX4_CQE_IS_SEND_MASK : 0) |
 		       ((prod & cnt) ? MLX4_CQE_OWNER_MASK : 0));
@@ -417,7 +428,15 @@ corrupt:
 	return -1;
 }
 
-int qps_emu_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
+/* The 48-bit device clock a CQE was stamped with (qps_emu_cq_write). */
+static uint64_t cqe_stamp(const struct mlx4_cqe *cqe)
+{
+	return (uint64_t)be32toh(cqe->ts_47_16) << 16 |
+	       (uint64_t)cqe->ts_15_8 << 8 | cqe->ts_7_0;
+}
+
+static int emu_poll(struct qps_cq *c, int num, struct ibv_wc *wc,
+		    struct qps_wc_ts *ts)
 {
 	struct qps_emu_dev *dev = qps_emu_dev(c->dev);
 	struct qps_emu_cq *cq = qps_emu_cq(c);
@@ -440,8 +459,13 @@ int qps_emu_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
 			break;
 		memcpy(&tmp, cqe, sizeof(tmp));
 		cons++;
-		if (!cqe_to_wc(dev, cq, &tmp, own, &wc[n]))
-			n++;
+		if (cqe_to_wc(dev, cq, &tmp, own, &wc[n]))
+			continue;
+		if (ts) {
+			ts[n].val = cqe_stamp(&tmp);
+			ts[n].clock = QPS_WC_TS_DEV;
+		}
+		n++;
 	}
 	if (cons != cq->cons) {
 		cq->cons = cons;
@@ -458,6 +482,19 @@ int qps_emu_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
 		n = -EIO;
 	pthread_mutex_unlock(&cq->poll_lock);
 	return n;
+}
+
+int qps_emu_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
+{
+	return emu_poll(c, num, wc, NULL);
+}
+
+int qps_emu_poll_cq_ts(struct qps_cq *c, int num, struct ibv_wc *wc,
+		       struct qps_wc_ts *ts)
+{
+	if (num > 0 && !ts)
+		return -EINVAL;
+	return emu_poll(c, num, wc, ts);
 }
 
 int qps_emu_req_notify_cq(struct qps_cq *c)

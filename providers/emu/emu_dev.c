@@ -151,6 +151,8 @@ static int emu_query(struct qps_dev *d, struct qps_dev_info *info)
 		     QPS_DEV_CAP_QP_ERR | QPS_DEV_CAP_MC_LOOP;
 	/* What emu_ud_tx.c lets through: the port's RoCE path MTU. */
 	info->ud_mtu = qps_emu_ib_mtu(dev->mtu);
+	info->clock_hz = QPS_EMU_CLOCK_HZ;
+	info->clock_mask = QPS_EMU_CLOCK_MASK;
 	return 0;
 }
 
@@ -319,4 +321,7 @@ const struct qps_provider_ops qps_emu_ops = {
 	.destroy_ah = qps_emu_destroy_ah,
 	.attach_mcast = qps_emu_attach_mcast,
 	.detach_mcast = qps_emu_detach_mcast,
+	.get_cq_event_fd = qps_emu_get_cq_event_fd,
+	.poll_cq_ts = qps_emu_poll_cq_ts,
+	.read_clock = qps_emu_read_clock,
 };

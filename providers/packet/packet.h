@@ -233,8 +233,9 @@ int qps_packet_post_recv(struct qps_qp *qp, struct ibv_recv_wr *wr,
 int qps_packet_create_flow(struct qps_qp *qp, struct ibv_flow_attr *attr,
 			   struct qps_flow **flow_out);
 int qps_packet_destroy_flow(struct qps_flow *flow);
+/* @ts, when not NULL: each completion's stamp (the ring header's time). */
 int qps_packet_rx_poll(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
-		       int num, struct ibv_wc *wc);
+		       int num, struct ibv_wc *wc, struct qps_wc_ts *ts);
 void qps_packet_flow_stats(struct qps_packet_flow *fl);
 
 /* packet_qp.c */
@@ -250,6 +251,8 @@ int qps_packet_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
 int qps_packet_req_notify_cq(struct qps_cq *cq);
 int qps_packet_get_event_fd(struct qps_dev *dev);
 int qps_packet_ack_events(struct qps_dev *dev);
+int qps_packet_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,
+			  struct qps_wc_ts *ts);
 
 /* packet_route.c */
 int qps_packet_route_open(struct qps_packet_dev *dev);

@@ -56,7 +56,8 @@ int qps_packet_destroy_cq(struct qps_cq *c)
 	return 0;
 }
 
-int qps_packet_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
+static int packet_poll(struct qps_cq *c, int num, struct ibv_wc *wc,
+		       struct qps_wc_ts *ts)
 {
 	struct qps_packet_dev *dev = qps_packet_dev(c->dev);
 	struct qps_packet_cq *cq = qps_packet_cq(c);
@@ -71,10 +72,17 @@ int qps_packet_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
 	 * lock order is dev->lock, then a QP's sq_lock or rq_lock. */
 	pthread_mutex_lock(&dev->lock);
 	for (qp = dev->qps; qp && n < num; qp = qp->next) {
-		if (qp->base.send_cq == c)
-			n += qps_packet_tx_poll(qp, num - n, wc + n);
+		if (qp->base.send_cq == c) {
+			int t = qps_packet_tx_poll(qp, num - n, wc + n);
+
+			/* The kernel frees TX frames without a time. */
+			if (ts && t > 0)
+				memset(ts + n, 0, (size_t)t * sizeof(*ts));
+			n += t;
+		}
 		if (qp->base.recv_cq == c && n < num) {
-			int r = qps_packet_rx_poll(dev, qp, num - n, wc + n);
+			int r = qps_packet_rx_poll(dev, qp, num - n, wc + n,
+						   ts ? ts + n : NULL);
 
 			has_rx = true;
 			rx += r;
@@ -87,6 +95,19 @@ int qps_packet_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
 	if (has_rx)
 		__atomic_store_n(&dev->rx_empty, rx == 0, __ATOMIC_RELAXED);
 	return n;
+}
+
+int qps_packet_poll_cq(struct qps_cq *c, int num, struct ibv_wc *wc)
+{
+	return packet_poll(c, num, wc, NULL);
+}
+
+int qps_packet_poll_cq_ts(struct qps_cq *c, int num, struct ibv_wc *wc,
+			  struct qps_wc_ts *ts)
+{
+	if (num > 0 && !ts)
+		return -EINVAL;
+	return packet_poll(c, num, wc, ts);
 }
 
 int qps_packet_req_notify_cq(struct qps_cq *c)

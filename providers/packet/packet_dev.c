@@ -323,4 +323,5 @@ const struct qps_provider_ops qps_packet_ops = {
 	.resolve = qps_packet_resolve,
 	.route_gen = qps_packet_route_gen,
 	.hold_port = packet_hold_port,
+	.poll_cq_ts = qps_packet_poll_cq_ts,
 };

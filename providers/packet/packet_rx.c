@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
+#include <linux/net_tstamp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -126,9 +127,22 @@ static struct tpacket2_hdr *rx_frame(struct qps_packet_flow *fl, uint32_t i)
 		(size_t)(i & (fl->rx.frame_nr - 1)) * fl->rx.frame_size);
 }
 
-/* One ring frame into the next posted buffer; 1 when @wc was filled. */
+/* When the kernel took the frame in: the NIC's clock where it stamped it
+ * (PACKET_TIMESTAMP asks for that, flow_open), else the kernel's
+ * CLOCK_REALTIME on arrival. */
+static void rx_stamp(const struct tpacket2_hdr *h, uint32_t status,
+		     struct qps_wc_ts *ts)
+{
+	ts->val = (uint64_t)h->tp_sec * 1000000000u + h->tp_nsec;
+	ts->clock = (status & TP_STATUS_TS_RAW_HARDWARE) ? QPS_WC_TS_HW :
+							  QPS_WC_TS_SW;
+}
+
+/* One ring frame into the next posted buffer; 1 when @wc (and @ts, when
+ * not NULL) was filled. */
 static int rx_one(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
-		  struct tpacket2_hdr *h, uint32_t status, struct ibv_wc *wc)
+		  struct tpacket2_hdr *h, uint32_t status, struct ibv_wc *wc,
+		  struct qps_wc_ts *ts)
 {
 	const struct sockaddr_ll *ll =
 		(const void *)((const uint8_t *)h + PKT_LL_OFF);
@@ -147,6 +161,8 @@ static int rx_one(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
 		return 0;
 	}
 	rw = &qp->rq[qp->rq_tail++ & (qp->rq_cnt - 1)];
+	if (ts)
+		rx_stamp(h, status, ts);
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = rw->wr_id;
 	wc->opcode = IBV_WC_RECV;
@@ -167,7 +183,7 @@ static int rx_one(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
 }
 
 static int rx_drain(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
-		    int num, struct ibv_wc *wc)
+		    int num, struct ibv_wc *wc, struct qps_wc_ts *ts)
 {
 	int n = 0;
 
@@ -179,7 +195,7 @@ static int rx_drain(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
 
 		if (!(st & TP_STATUS_USER))
 			break;
-		n += rx_one(qp, fl, h, st, &wc[n]);
+		n += rx_one(qp, fl, h, st, &wc[n], ts ? &ts[n] : NULL);
 		/* Release: pairs with the kernel's status read before it
 		 * reuses the frame; we are done reading it. */
 		__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL,
@@ -192,7 +208,7 @@ static int rx_drain(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
 
 /* dev->lock held (the flow list is stable). Flows take turns first. */
 int qps_packet_rx_poll(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
-		       int num, struct ibv_wc *wc)
+		       int num, struct ibv_wc *wc, struct qps_wc_ts *ts)
 {
 	struct qps_packet_flow *fl;
 	int n = 0;
@@ -206,14 +222,16 @@ int qps_packet_rx_poll(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
 			if (fl->base.qp != &qp->base)
 				continue;
 			if (i++ >= skip)
-				n += rx_drain(qp, fl, num - n, wc + n);
+				n += rx_drain(qp, fl, num - n, wc + n,
+					      ts ? ts + n : NULL);
 		}
 		i = 0;
 		for (fl = dev->flows; fl && n < num && i < skip; fl = fl->next) {
 			if (fl->base.qp != &qp->base)
 				continue;
 			i++;
-			n += rx_drain(qp, fl, num - n, wc + n);
+			n += rx_drain(qp, fl, num - n, wc + n,
+				      ts ? ts + n : NULL);
 		}
 	}
 	pthread_mutex_unlock(&qp->rq_lock);
@@ -335,7 +353,7 @@ static int flow_open(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct sockaddr_ll sll;
 	uint32_t frames;
-	int one = 1, ret;
+	int one = 1, tsflags = SOF_TIMESTAMPING_RAW_HARDWARE, ret;
 
 	fl->fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (fl->fd < 0)
@@ -344,6 +362,11 @@ static int flow_open(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
 	 * frames anyway, and rx_one() checks. */
 	(void)setsockopt(fl->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one,
 			 sizeof(one));
+	/* The NIC's stamp in the ring header where the driver has hardware
+	 * stamping on (TP_STATUS_TS_RAW_HARDWARE says so per frame); the
+	 * kernel's software time otherwise, veth's case. */
+	(void)setsockopt(fl->fd, SOL_PACKET, PACKET_TIMESTAMP, &tsflags,
+			 sizeof(tsflags));
 	frames = qps_packet_pow2(qp->base.cap.max_recv_wr);
 	if (frames < QPS_PACKET_RX_FRAMES_MIN)
 		frames = QPS_PACKET_RX_FRAMES_MIN;

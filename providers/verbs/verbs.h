@@ -85,6 +85,7 @@ struct qps_verbs_qp;
 struct qps_verbs_cq {
 	struct qps_cq base;
 	struct ibv_cq *cq;
+	struct ibv_cq_ex *cqx;		/* the same CQ, extended (verbs_ts.c) */
 	bool is_send, is_recv;		/* some QP's send / receive CQ */
 	/* The QP whose send completions this CQ carries for the direct
 	 * path: their wr_id comes from our ring, not libmlx4's. */
@@ -171,9 +172,22 @@ int qps_verbs_dereg_mr(struct qps_mr *mr);
 int qps_verbs_create_cq(struct qps_dev *dev, int cqe, struct qps_cq **cq_out);
 int qps_verbs_destroy_cq(struct qps_cq *cq);
 int qps_verbs_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
+/* After a poll of @n completions of @vc: the direct path's and the
+ * counters' share. */
+void qps_verbs_cq_polled(struct qps_verbs_cq *vc, struct ibv_wc *wc, int n);
+
+/* verbs_ts.c */
+void qps_verbs_ts_open(struct qps_verbs_dev *vd);
+/* An extended CQ with completion timestamps, or NULL (then a plain one). */
+struct ibv_cq *qps_verbs_ts_create_cq(struct qps_verbs_dev *vd,
+				      struct qps_verbs_cq *vc, int cqe);
+int qps_verbs_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,
+			 struct qps_wc_ts *ts);
+int qps_verbs_read_clock(struct qps_dev *dev, uint64_t *cycles);
 int qps_verbs_req_notify_cq(struct qps_cq *cq);
 int qps_verbs_get_event_fd(struct qps_dev *dev);
 int qps_verbs_ack_events(struct qps_dev *dev);
+int qps_verbs_get_cq_event_fd(struct qps_cq *cq);
 int qps_verbs_create_qp(struct qps_dev *dev,
 			const struct qps_qp_init_attr *attr,
 			struct qps_qp **qp_out);

@@ -443,6 +443,7 @@ static int open_device(struct qps_verbs_dev *vd, struct ibv_device *ibdev,
 	if (ret)
 		return ret;
 	qps_verbs_mlx4_open(vd, &dattr);
+	qps_verbs_ts_open(vd);
 	for (i = 0; i < QPS_VERBS_SYS_N; i++)
 		vd->sys_base[i] = sys_read(vd, i);
 	return 0;
@@ -572,4 +573,7 @@ const struct qps_provider_ops qps_verbs_ops = {
 	.attach_mcast = qps_verbs_attach_mcast,
 	.detach_mcast = qps_verbs_detach_mcast,
 	.hold_port = qps_verbs_hold_port,
+	.get_cq_event_fd = qps_verbs_get_cq_event_fd,
+	.poll_cq_ts = qps_verbs_poll_cq_ts,
+	.read_clock = qps_verbs_read_clock,
 };

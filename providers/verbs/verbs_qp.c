@@ -61,7 +61,9 @@ int qps_verbs_create_cq(struct qps_dev *dev, int cqe, struct qps_cq **cq_out)
 	vc = calloc(1, sizeof(*vc));
 	if (!vc)
 		return -ENOMEM;
-	vc->cq = ibv_create_cq(vd->ctx, cqe, vc, vd->chan, 0);
+	vc->cq = qps_verbs_ts_create_cq(vd, vc, cqe);
+	if (!vc->cq)
+		vc->cq = ibv_create_cq(vd->ctx, cqe, vc, vd->chan, 0);
 	if (!vc->cq) {
 		int ret = qps_verbs_errno();
 
@@ -105,7 +107,6 @@ static void count_mixed(struct qps_verbs_dev *vd, const struct ibv_wc *wc,
 int qps_verbs_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc)
 {
 	struct qps_verbs_cq *vc = qps_verbs_cq(cq);
-	struct qps_verbs_dev *vd = qps_verbs_dev(cq->dev);
 	int n;
 
 	if (num < 0 || (num && !wc))
@@ -114,6 +115,14 @@ int qps_verbs_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc)
 	/* A negative return carries no errno: the CQ is broken. */
 	if (n < 0)
 		return -EIO;
+	qps_verbs_cq_polled(vc, wc, n);
+	return n;
+}
+
+void qps_verbs_cq_polled(struct qps_verbs_cq *vc, struct ibv_wc *wc, int n)
+{
+	struct qps_verbs_dev *vd = qps_verbs_dev(vc->base.dev);
+
 	if (n && vc->direct)
 		qps_verbs_mlx4_complete(vc->direct, wc, n);
 	if (n && vc->is_send != vc->is_recv)
@@ -121,7 +130,6 @@ int qps_verbs_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc)
 				(uint64_t)n);
 	else if (n)
 		count_mixed(vd, wc, n);
-	return n;
 }
 
 int qps_verbs_req_notify_cq(struct qps_cq *cq)
@@ -132,6 +140,12 @@ int qps_verbs_req_notify_cq(struct qps_cq *cq)
 int qps_verbs_get_event_fd(struct qps_dev *dev)
 {
 	return qps_verbs_dev(dev)->chan->fd;
+}
+
+/* Every CQ is created on the device's one completion channel. */
+int qps_verbs_get_cq_event_fd(struct qps_cq *cq)
+{
+	return qps_verbs_get_event_fd(cq->dev);
 }
 
 /* Every event is acknowledged at once: ibv_destroy_cq waits for the

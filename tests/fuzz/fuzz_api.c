@@ -233,7 +233,7 @@ static void op_setopt(struct fuzz_in *in)
 		FUZZ_CHECK((opt >= QPS_OPT_NONBLOCK &&
 			    opt <= QPS_OPT_PKTINFO) ||
 			   (opt >= QPS_OPT_REUSEPORT &&
-			    opt <= QPS_OPT_MULTICAST_LOOP));
+			    opt <= QPS_OPT_TIMESTAMP));
 		check_readback(ep, opt, v);
 	} else {
 		FUZZ_CHECK(r == -ENOPROTOOPT || r == -EINVAL ||
@@ -397,6 +397,18 @@ static void op_recv(struct fuzz_in *in)
 			      mode & 16 ? NULL : &slen));
 	if (r >= 0 && !(flags & QPS_MSG_TRUNC))
 		FUZZ_CHECK((size_t)r <= len);
+	if (mode & 32) {
+		/* Transmit reports (QPS_OPT_TIMESTAMP): never more than
+		 * asked for, else one of the documented errors. */
+		struct qps_txts t[4];
+		unsigned int n = (unsigned int)(len % 5);
+
+		r = CALL(qps_recv_txts(ep, mode & 64 ? NULL : t, n,
+				       mode & 128 ? 0x1000 : 0));
+		FUZZ_CHECK(r >= 0 ? r <= (long long)n :
+			   r == -EAGAIN || r == -EBADF || r == -EINVAL ||
+			   r == -EFAULT);
+	}
 	if (buf)
 		fuzz_free(buf);
 	if (src)

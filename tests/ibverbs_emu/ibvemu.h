@@ -59,8 +59,16 @@ struct qps_ibvemu_ctx {
 };
 
 struct qps_ibvemu_cq {
-	struct ibv_cq ibv;
+	/* An extended CQ (ibv_create_cq_ex) starts as a plain one does. */
+	union {
+		struct ibv_cq ibv;
+		struct ibv_cq_ex ibvx;
+	};
 	struct qps_cq *qcq;
+	/* Extended polling: the completion start_poll/next_poll took, and
+	 * the device clock's stamp of it; under the polling thread. */
+	struct ibv_wc cur;
+	uint64_t cur_ts;
 	struct qps_ibvemu_cq *next;	/* in ctx->cqs, under ctx->lock */
 	pthread_mutex_t poll_lock;
 	/* Set by req_notify_cq, cleared by get_cq_event once the device
@@ -145,6 +153,10 @@ int qps_ibvemu_neigh(int ifindex, struct in_addr ip, const uint8_t mac[6],
 
 /* ibvemu_cq.c */
 int qps_ibvemu_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
+struct ibv_cq_ex *qps_ibvemu_create_cq_ex(struct ibv_context *ctx,
+					  struct ibv_cq_init_attr_ex *attr);
+int qps_ibvemu_query_rt_values(struct ibv_context *ctx,
+			       struct ibv_values_ex *values);
 int qps_ibvemu_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
 /* ibvemu_qp.c */

@@ -238,7 +238,9 @@ void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 }
 QPS_IBVEMU_DEFAULT(ack_cq_events);
 
-int qps_ibvemu_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+/* @ts, when not NULL: each completion's device clock stamp. */
+static int cq_poll(struct ibv_cq *ibcq, int num, struct ibv_wc *wc,
+		   struct qps_wc_ts *ts)
 {
 	struct qps_ibvemu_cq *cq = qps_ibvemu_cq(ibcq);
 	struct qps_ibvemu_ctx *c = qps_ibvemu_ctx(ibcq->context);
@@ -248,7 +250,8 @@ int qps_ibvemu_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	if (num < 0 || (num && !wc))
 		return -EINVAL;
 	pthread_mutex_lock(&cq->poll_lock);
-	got = c->ops->poll_cq(cq->qcq, num, wc);
+	got = ts ? c->ops->poll_cq_ts(cq->qcq, num, wc, ts) :
+		   c->ops->poll_cq(cq->qcq, num, wc);
 	if (got < 0) {
 		pthread_mutex_unlock(&cq->poll_lock);
 		/* -EIO: the CQ overran (emu dropped a CQE) and is drained
@@ -272,8 +275,11 @@ int qps_ibvemu_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		    wc[i].status != IBV_WC_WR_FLUSH_ERR &&
 		    nfatal < (int)(sizeof(fatal) / sizeof(fatal[0])))
 			fatal[nfatal++] = qp;
-		if (n != i)
+		if (n != i) {
 			wc[n] = wc[i];
+			if (ts)
+				ts[n] = ts[i];
+		}
 		n++;
 	}
 	/* A failed WQE moves its QP to the error state, as on the HCA; the
@@ -283,4 +289,168 @@ int qps_ibvemu_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&cq->poll_lock);
 	return n;
+}
+
+int qps_ibvemu_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+	return cq_poll(ibcq, num, wc, NULL);
+}
+
+/*
+ * Extended CQs, for completion timestamps (IBV_WC_EX_WITH_COMPLETION_TS):
+ * a plain CQ polled one completion at a time, whose fields the read_*
+ * calls return; the stamp is emu's device clock (docs/emu.md).
+ */
+static struct qps_ibvemu_cq *cqx_of(struct ibv_cq_ex *cqx)
+{
+	return qps_ibvemu_cq(ibv_cq_ex_to_cq(cqx));
+}
+
+static int cqx_take(struct ibv_cq_ex *cqx)
+{
+	struct qps_ibvemu_cq *cq = cqx_of(cqx);
+	struct qps_wc_ts ts = { 0 };
+	int n = cq_poll(&cq->ibv, 1, &cq->cur, &ts);
+
+	if (n < 0)
+		return n == -EIO ? EIO : -n;
+	if (!n)
+		return ENOENT;
+	cq->cur_ts = ts.clock == QPS_WC_TS_DEV ? ts.val : 0;
+	cqx->wr_id = cq->cur.wr_id;
+	cqx->status = cq->cur.status;
+	return 0;
+}
+
+static int cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	if (!attr || attr->comp_mask)
+		return EINVAL;
+	return cqx_take(cqx);
+}
+
+static int cqx_next_poll(struct ibv_cq_ex *cqx)
+{
+	return cqx_take(cqx);
+}
+
+static void cqx_end_poll(struct ibv_cq_ex *cqx)
+{
+	(void)cqx;
+}
+
+static enum ibv_wc_opcode cqx_opcode(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.opcode;
+}
+
+static uint32_t cqx_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.vendor_err;
+}
+
+static uint32_t cqx_byte_len(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.byte_len;
+}
+
+static __be32 cqx_imm_data(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.imm_data;
+}
+
+static uint32_t cqx_qp_num(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.qp_num;
+}
+
+static uint32_t cqx_src_qp(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.src_qp;
+}
+
+static unsigned int cqx_wc_flags(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.wc_flags;
+}
+
+static uint32_t cqx_slid(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.slid;
+}
+
+static uint8_t cqx_sl(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.sl;
+}
+
+static uint8_t cqx_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur.dlid_path_bits;
+}
+
+static uint64_t cqx_completion_ts(struct ibv_cq_ex *cqx)
+{
+	return cqx_of(cqx)->cur_ts;
+}
+
+struct ibv_cq_ex *qps_ibvemu_create_cq_ex(struct ibv_context *ctx,
+					  struct ibv_cq_init_attr_ex *attr)
+{
+	const uint64_t flags = IBV_WC_STANDARD_FLAGS |
+			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	struct ibv_cq_ex *cqx;
+	struct ibv_cq *ibcq;
+
+	if (!attr || attr->comp_mask || attr->cqe > INT32_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->wc_flags & ~flags) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	ibcq = ibv_create_cq(ctx, (int)attr->cqe, attr->cq_context,
+			     attr->channel, (int)attr->comp_vector);
+	if (!ibcq)
+		return NULL;
+	cqx = &qps_ibvemu_cq(ibcq)->ibvx;
+	cqx->start_poll = cqx_start_poll;
+	cqx->next_poll = cqx_next_poll;
+	cqx->end_poll = cqx_end_poll;
+	cqx->read_opcode = cqx_opcode;
+	cqx->read_vendor_err = cqx_vendor_err;
+	cqx->read_byte_len = cqx_byte_len;
+	cqx->read_imm_data = cqx_imm_data;
+	cqx->read_qp_num = cqx_qp_num;
+	cqx->read_src_qp = cqx_src_qp;
+	cqx->read_wc_flags = cqx_wc_flags;
+	cqx->read_slid = cqx_slid;
+	cqx->read_sl = cqx_sl;
+	cqx->read_dlid_path_bits = cqx_dlid_path_bits;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		cqx->read_completion_ts = cqx_completion_ts;
+	return cqx;
+}
+
+/* The device clock now, in raw_clock.tv_nsec as mlx4 and mlx5 put it. */
+int qps_ibvemu_query_rt_values(struct ibv_context *ctx,
+			       struct ibv_values_ex *values)
+{
+	struct qps_ibvemu_ctx *c;
+	uint64_t cycles;
+	int r;
+
+	if (!qps_ibvemu_is_ours(ctx) || !values ||
+	    (values->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK))
+		return EINVAL;
+	c = qps_ibvemu_ctx(ctx);
+	if (!(values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK))
+		return 0;
+	r = c->ops->read_clock(c->dev, &cycles);
+	if (r < 0)
+		return -r;
+	values->raw_clock.tv_sec = 0;
+	values->raw_clock.tv_nsec = (long)cycles;
+	return 0;
 }

@@ -195,6 +195,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.ibv_create_flow = qps_ibvemu_create_flow;
 	c->vctx.ibv_destroy_flow = qps_ibvemu_destroy_flow;
 	c->vctx.create_qp_ex = qps_ibvemu_create_qp_ex;
+	c->vctx.create_cq_ex = qps_ibvemu_create_cq_ex;
+	c->vctx.query_rt_values = qps_ibvemu_query_rt_values;
 	return ctx;
 }
 QPS_IBVEMU_DEFAULT(open_device);
@@ -279,6 +281,9 @@ static int query_device_ex(struct ibv_context *ctx,
 	memset(&a, 0, sizeof(a));
 	fill_device_attr(qps_ibvemu_ctx(ctx), &a.orig_attr);
 	a.raw_packet_caps = 0;	/* no VLAN stripping, no checksum offload */
+	/* emu's device clock stamps every CQE (docs/emu.md). */
+	a.completion_timestamp_mask = qps_ibvemu_ctx(ctx)->info.clock_mask;
+	a.hca_core_clock = qps_ibvemu_ctx(ctx)->info.clock_hz / 1000; /* kHz */
 	memcpy(attr, &a, attr_size < sizeof(a) ? attr_size : sizeof(a));
 	return 0;
 }

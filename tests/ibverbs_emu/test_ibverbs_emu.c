@@ -494,6 +494,84 @@ static void t_mlx4dv_refused(void)
 	dlclose(h);
 }
 
+/* The device clock now, as ibv_query_rt_values_ex gives it. */
+static uint64_t raw_clock(struct ibv_context *ctx)
+{
+	struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+
+	T_EQ(ibv_query_rt_values_ex(ctx, &v), 0);
+	return (uint64_t)v.raw_clock.tv_nsec;
+}
+
+/* Extended CQs: the clock is described and readable, wc_flags beyond
+ * what is kept are refused, and a send completion read through the
+ * extended calls carries a stamp between two reads of the clock. */
+static void t_cq_ex_timestamps(void)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 16,
+		.wc_flags = IBV_WC_STANDARD_FLAGS |
+			    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+	};
+	struct ibv_qp_init_attr ia = {
+		.qp_type = IBV_QPT_RAW_PACKET,
+		.cap = { .max_send_wr = 8, .max_send_sge = 1 },
+	};
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	struct ibv_device_attr_ex ax;
+	struct ibv_cq_ex *cqx;
+	struct side a;
+	uint64_t c0, c1, ts;
+
+	memset(&a, 0, sizeof(a));
+	a.ctx = open_dev();
+	memset(&ax, 0, sizeof(ax));
+	T_EQ(ibv_query_device_ex(a.ctx, NULL, &ax), 0);
+	T_EQ(ax.completion_timestamp_mask, (1ull << 48) - 1);
+	T_EQ(ax.hca_core_clock, 427000);
+	c0 = raw_clock(a.ctx);
+	CU_ASSERT(raw_clock(a.ctx) >= c0);
+
+	ca.wc_flags |= IBV_WC_EX_WITH_FLOW_TAG;
+	CU_ASSERT_PTR_NULL(ibv_create_cq_ex(a.ctx, &ca));
+	T_EQ(errno, EOPNOTSUPP);
+	ca.wc_flags &= ~(uint64_t)IBV_WC_EX_WITH_FLOW_TAG;
+	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	CU_ASSERT_PTR_NULL(ibv_create_cq_ex(a.ctx, &ca));
+	T_EQ(errno, EINVAL);
+	ca.comp_mask = 0;
+	cqx = ibv_create_cq_ex(a.ctx, &ca);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cqx);
+	a.cq = ibv_cq_ex_to_cq(cqx);
+	T_EQ(ibv_start_poll(cqx, &pa), ENOENT);
+
+	a.pd = ibv_alloc_pd(a.ctx);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.pd);
+	ia.send_cq = ia.recv_cq = a.cq;
+	a.qp = ibv_create_qp(a.pd, &ia);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.qp);
+	T_EQ_FATAL(qp_up(a.qp), 0);
+	a.buf = aligned_alloc(64, BUF_SIZE);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.buf);
+	memset(a.buf, 0, BUF_SIZE);
+	a.mr = ibv_reg_mr(a.pd, a.buf, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a.mr);
+
+	c0 = raw_clock(a.ctx);
+	T_EQ(post_raw(&a, 9, 0, 64, a.mr->lkey), 0);
+	c1 = raw_clock(a.ctx);
+	T_EQ(ibv_start_poll(cqx, &pa), 0);
+	T_EQ(cqx->wr_id, 9);
+	T_EQ(cqx->status, IBV_WC_SUCCESS);
+	T_EQ(ibv_wc_read_opcode(cqx), IBV_WC_SEND);
+	T_EQ(ibv_wc_read_qp_num(cqx), a.qp->qp_num);
+	ts = ibv_wc_read_completion_ts(cqx);
+	CU_ASSERT(ts >= c0 && ts <= c1);
+	T_EQ(ibv_next_poll(cqx), ENOENT);
+	ibv_end_poll(cqx);
+	side_close(&a);
+}
+
 static void t_completion_channel(void)
 {
 	struct side a, b;
@@ -935,6 +1013,7 @@ int main(void)
 		{ "raw packet QP states", t_raw_states },
 		{ "libmlx4 direct verbs refused", t_mlx4dv_refused },
 		{ "completion channel", t_completion_channel },
+		{ "extended CQ: completion timestamps", t_cq_ex_timestamps },
 		{ "raw multicast rule", t_raw_multicast_rule },
 		{ "QP to ERR flushes, RESET recovers", t_qp_err_flush },
 		{ "injected QP error: async QP_FATAL", t_injected_qp_error },
