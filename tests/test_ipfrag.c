@@ -434,6 +434,33 @@ static void test_emu_sizes(void)
 	EQ(r1.rx_reasm_ok - r0.rx_reasm_ok, 4);
 	EQ(r1.rx_packets - r0.rx_packets, 4);
 	EQ(r1.rx_reasm_bytes, 0);
+
+	/* A fragmented datagram is one transmit report, as one datagram. */
+	{
+		struct qps_txts rep[4];
+		int f = QPS_TS_TX_SOFTWARE, got = 0, k2;
+
+		EQ(qps_setopt(tx, QPS_OPT_TIMESTAMP, &f, sizeof(f)), 0);
+		EQ(qps_sendto(tx, out, 8972, 0, (struct sockaddr *)&to,
+			      sizeof(to)), 8972);
+		EQ(qps_sendto(tx, out, 100, 0, (struct sockaddr *)&to,
+			      sizeof(to)), 100);
+		EQ(qps_recv(rx, in, sizeof(in), 0), 8972);
+		EQ(qps_recv(rx, in, sizeof(in), 0), 100);
+		for (k2 = 0; k2 < 200 && got < 2; k2++) {
+			int r = qps_recv_txts(tx, rep + got, 4 - (unsigned)got,
+					      0);
+
+			if (r > 0)
+				got += r;
+			else
+				t_sleep_ms(1);
+		}
+		EQ(got, 2);
+		EQ(rep[0].id, 0);
+		EQ(rep[1].id, 1);
+		EQ(qps_recv_txts(tx, rep, 4, 0), -EAGAIN);
+	}
 	t_suite_end();
 }
 
