@@ -10,6 +10,13 @@
  * db_delay_us and each flusher policy (SCHED_BATCH, SCHED_OTHER) side by
  * side, N datagrams (default 500): p50, p99 and max, one JSON object per
  * setting with "bench":"doorbell_delay".
+ *
+ * Beside each setting, the floor any sleeping flusher stands on: a thread
+ * of the same policy sleeps until a deadline db_delay_us ahead
+ * (clock_nanosleep, TIMER_ABSTIME, the flusher's timer slack), G us
+ * apart, while another thread spins as the receiver does; how late it
+ * wakes is "bench":"doorbell_delay_floor" (p50, p99, max of the wake-up
+ * past the deadline).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -19,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -166,6 +174,80 @@ out:
 	return ret;
 }
 
+struct dd_floor {
+	unsigned int n, gap_us;
+	uint32_t delay_us;
+	int policy;
+	uint64_t *late_ns;
+	int stop;		/* atomic: the spinner's */
+};
+
+static void *dd_spinner(void *arg)
+{
+	struct dd_floor *f = arg;
+
+	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED))
+		__asm__ __volatile__("" ::: "memory");
+	return NULL;
+}
+
+static void *dd_sleeper(void *arg)
+{
+	struct dd_floor *f = arg;
+	struct sched_param sp = { .sched_priority = 0 };
+	unsigned int i;
+
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	if (f->policy != SCHED_OTHER)
+		pthread_setschedparam(pthread_self(), f->policy, &sp);
+	for (i = 0; i < f->n; i++) {
+		uint64_t due = dd_now() + (uint64_t)f->delay_us * 1000u;
+		struct timespec ts = {
+			.tv_sec = (time_t)(due / 1000000000u),
+			.tv_nsec = (long)(due % 1000000000u),
+		};
+
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts,
+				       NULL) == EINTR)
+			;
+		f->late_ns[i] = dd_now() - due;
+		usleep(f->gap_us);
+	}
+	return NULL;
+}
+
+/* The floor of one setting; fills p50/p99/max in us. */
+static int dd_floor(unsigned int n, unsigned int gap_us, uint32_t delay_us,
+		    int policy, double *p50, double *p99, double *max)
+{
+	struct dd_floor f = { .n = n, .gap_us = gap_us, .delay_us = delay_us,
+			      .policy = policy };
+	pthread_t spin, sleeper;
+	int ret;
+
+	f.late_ns = calloc(n, sizeof(*f.late_ns));
+	if (!f.late_ns)
+		return -ENOMEM;
+	ret = -pthread_create(&spin, NULL, dd_spinner, &f);
+	if (ret) {
+		free(f.late_ns);
+		return ret;
+	}
+	ret = -pthread_create(&sleeper, NULL, dd_sleeper, &f);
+	if (!ret)
+		pthread_join(sleeper, NULL);
+	__atomic_store_n(&f.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(spin, NULL);
+	if (!ret) {
+		qsort(f.late_ns, n, sizeof(*f.late_ns), dd_cmp);
+		*p50 = (double)f.late_ns[n / 2] / 1e3;
+		*p99 = (double)f.late_ns[(size_t)n * 99 / 100] / 1e3;
+		*max = (double)f.late_ns[n - 1] / 1e3;
+	}
+	free(f.late_ns);
+	return ret;
+}
+
 static int dd_usage(void)
 {
 	fprintf(stderr, "usage: qps_bench doorbell-delay [--json] [--n N] "
@@ -207,6 +289,7 @@ int qps_bench_doorbell_delay(int argc, char **argv)
 	for (d = 0; d < nd; d++) {
 		for (p = 0; p < 2; p++) {
 			double p50 = 0, p99 = 0, max = 0;
+			double f50 = 0, f99 = 0, fmax = 0;
 			unsigned int lost = 0;
 			int ret = dd_run(n, gap, delay[d], pol[p].policy, &p50,
 					 &p99, &max, &lost);
@@ -216,6 +299,25 @@ int qps_bench_doorbell_delay(int argc, char **argv)
 					strerror(-ret));
 				return 1;
 			}
+			ret = dd_floor(n, gap, delay[d], pol[p].policy, &f50,
+				       &f99, &fmax);
+			if (ret < 0) {
+				fprintf(stderr, "doorbell-delay: floor: %s\n",
+					strerror(-ret));
+				return 1;
+			}
+			if (json)
+				printf("{\"bench\":\"doorbell_delay_floor\","
+				       "\"sleep_us\":%u,\"policy\":\"%s\","
+				       "\"n\":%u,\"p50_late_us\":%.1f,"
+				       "\"p99_late_us\":%.1f,"
+				       "\"max_late_us\":%.1f}\n",
+				       delay[d], pol[p].name, n, f50, f99,
+				       fmax);
+			else
+				printf("floor    %4u us  %-5s  late p50 %7.1f  "
+				       "p99 %7.1f  max %8.1f us\n", delay[d],
+				       pol[p].name, f50, f99, fmax);
 			if (json)
 				printf("{\"bench\":\"doorbell_delay\","
 				       "\"db_delay_us\":%u,\"policy\":\"%s\","
