@@ -87,7 +87,7 @@ static void check_all_stubs(const struct qps_provider_ops *o)
 	CU_ASSERT_EQUAL(o->destroy_ah(NULL), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->attach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->detach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
-	CU_ASSERT_EQUAL(o->hold_port(NULL, a, &port, 0), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->hold_port(NULL, -1, a, &port, 0), -EOPNOTSUPP);
 }
 
 static void test_find_emu(void)
