@@ -136,6 +136,8 @@ void pl_live_close_all(void)
 	pthread_mutex_unlock(&live_lock);
 }
 
+static uint64_t next_id;
+
 void pl_sock_offload(int fd, int type)
 {
 	struct qps_ctx *ctx = pl_ctx_get();
@@ -151,6 +153,7 @@ void pl_sock_offload(int fd, int type)
 		goto fail;
 	}
 	s->fd = fd;
+	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
 	s->gen = __atomic_load_n(&pl_gen, __ATOMIC_RELAXED);
 	s->fresh = true;
 	s->kfd = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);

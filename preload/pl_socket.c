@@ -100,6 +100,7 @@ PL_EXPORT int close(int fd)
 	/* Unmapped before the number is free, so a socket() racing with
 	 * us never has its new mapping removed. */
 	s = pl_remove(fd);
+	pl_epset_close(fd);
 	r = pl_real.close(fd);
 	e = errno;
 	pl_put(s);

@@ -56,6 +56,7 @@ static void sym_resolve(void)
 	RESOLVE(select);
 	RESOLVE(pselect);
 	RESOLVE(epoll_ctl);
+	RESOLVE(epoll_pwait);
 	/* An older libc without fcntl64: the plain one is the same call. */
 	if (!pl_real.fcntl64)
 		pl_real.fcntl64 = pl_real.fcntl;

@@ -73,6 +73,8 @@ struct pl_real {
 	int (*pselect)(int, fd_set *, fd_set *, fd_set *,
 		       const struct timespec *, const sigset_t *);
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int,
+			   const sigset_t *);
 };
 
 extern struct pl_real pl_real;
@@ -112,6 +114,7 @@ void pl_stats_keep(const char *line);
 struct pl_sock {
 	int refs;		/* atomic: table entries + calls inside */
 	int fd;			/* the fd it was made on, for messages */
+	uint64_t id;		/* unique in the process: names it weakly */
 	int kfd;		/* our duplicate of the kernel socket */
 	struct qps_ep *ep;
 	unsigned int gen;	/* pl_gen when made */
@@ -146,6 +149,9 @@ bool pl_addr_for_dest(const struct sockaddr *a, socklen_t len);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
 void pl_live_close_all(void);
 int pl_live_count(void);
+
+/* pl_epoll.c: forget what we know of an epoll fd being closed. */
+void pl_epset_close(int epfd);
 
 /* The return value of an interposed call from a core result. */
 static inline long pl_ret(long r)
