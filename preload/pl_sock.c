@@ -102,7 +102,7 @@ static void sock_close_ep(struct pl_sock *s)
 
 	if (!s->ep)
 		return;
-	if (pl_conf.stats) {
+	if (pl_conf.stats && !s->fell_back) {
 		pl_sock_line(s, line, sizeof(line));
 		if (line[0])
 			pl_stats_keep(line);
@@ -203,6 +203,8 @@ void pl_sock_fallback(int fd, struct pl_sock *s, const char *why)
 	/* Another thread remapped the fd meanwhile: put that one back. */
 	if (t && t != s)
 		pl_install(fd, t);
+	else if (t)
+		t->fell_back = true;
 	pl_put(t);
 }
 

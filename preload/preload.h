@@ -119,6 +119,7 @@ struct pl_sock {
 	struct qps_ep *ep;
 	unsigned int gen;	/* pl_gen when made */
 	bool fresh;		/* unbound, unconnected: may fall back */
+	bool fell_back;		/* left on the kernel: no stats line */
 	bool pktinfo;		/* IP_PKTINFO */
 	bool ts, tsns;		/* SO_TIMESTAMP, SO_TIMESTAMPNS */
 	int rcvbuf;		/* SO_RCVBUF as getsockopt reads it */
