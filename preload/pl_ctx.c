@@ -77,6 +77,15 @@ struct qps_ctx *pl_ctx_get(void)
 			attr.addr = pl_conf.addr;
 		}
 		ret = qps_ctx_create(&attr, &c);
+		/* The address is another context's on this wire: this is a
+		 * child (fork, exec) of the process that took it. */
+		if (ret == -EADDRINUSE && attr.comp_mask) {
+			if (pl_conf.debug)
+				pl_log("QPS_ADDR is taken: the wire's first "
+				       "free address instead");
+			attr.comp_mask = 0;
+			ret = qps_ctx_create(&attr, &c);
+		}
 		if (ret < 0) {
 			/* Said once, whatever the debug setting: every
 			 * socket of the process stays on the kernel. */
