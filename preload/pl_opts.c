@@ -8,6 +8,7 @@
  * Exceptions, each explained where handled: SO_RCVBUF, SO_ERROR,
  * memberships, and IP_MULTICAST_IF on emu.
  */
+#include <arpa/inet.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -127,9 +128,69 @@ static int mreq_of(int opt, const void *val, socklen_t len,
 	return 0;
 }
 
+static bool unbound(struct pl_sock *s)
+{
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+
+	return qps_getsockname(s->ep, (struct sockaddr *)&a, &l) == 0 &&
+	       a.sin_port == 0;
+}
+
+static int pending_find(struct pl_sock *s, const struct qps_mreq *m,
+			bool any_source)
+{
+	int i;
+
+	for (i = 0; i < s->npending; i++)
+		if (s->pending[i].group.s_addr == m->group.s_addr &&
+		    (any_source ||
+		     s->pending[i].source.s_addr == m->source.s_addr))
+			return i;
+	return -1;
+}
+
+/* Before bind: kept, checked as the kernel would (a group; not twice). */
+static int membership_pending(struct pl_sock *s, bool add,
+			      const struct qps_mreq *m)
+{
+	int i;
+
+	if (!IN_MULTICAST(ntohl(m->group.s_addr)))
+		return -EINVAL;
+	if (!add) {
+		i = pending_find(s, m, m->source.s_addr == INADDR_ANY);
+		if (i < 0)
+			return -EADDRNOTAVAIL;
+		s->pending[i] = s->pending[--s->npending];
+		return 0;
+	}
+	if (pending_find(s, m, false) >= 0)
+		return -EADDRINUSE;
+	if (s->npending == PL_PENDING_JOINS)
+		return -ENOBUFS;
+	s->pending[s->npending++] = *m;
+	return 0;
+}
+
+void pl_joins_apply(struct pl_sock *s)
+{
+	int i, ret;
+
+	for (i = 0; i < s->npending; i++) {
+		ret = qps_join(s->ep, &s->pending[i], sizeof(s->pending[i]));
+		if (ret < 0)
+			pl_log("fd %d: membership asked before bind: %s", s->fd,
+			       strerror(-ret));
+	}
+	s->npending = 0;
+}
+
 static int membership(struct pl_sock *s, int opt, const void *val,
 		      socklen_t len)
 {
+	bool add = opt == IP_ADD_MEMBERSHIP ||
+		   opt == IP_ADD_SOURCE_MEMBERSHIP;
 	struct qps_mreq m;
 	int ret = mreq_of(opt, val, len, &m);
 
@@ -138,7 +199,9 @@ static int membership(struct pl_sock *s, int opt, const void *val,
 	/* The interface given by the application's address for it. */
 	if (m.iface.s_addr == pl_ctx_info.addr.s_addr)
 		m.iface.s_addr = INADDR_ANY;
-	if (opt == IP_ADD_MEMBERSHIP || opt == IP_ADD_SOURCE_MEMBERSHIP)
+	if (unbound(s))
+		return membership_pending(s, add, &m);
+	if (add)
 		return qps_join(s->ep, &m, sizeof(m));
 	return qps_leave(s->ep, &m, sizeof(m));
 }

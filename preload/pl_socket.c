@@ -61,8 +61,10 @@ PL_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 		return pl_real.bind(fd, addr, len);
 	}
 	r = qps_bind(s->ep, addr, len);
-	if (r == 0)
+	if (r == 0) {
 		s->fresh = false;
+		pl_joins_apply(s);
+	}
 	pl_put(s);
 	return (int)pl_ret(r);
 }

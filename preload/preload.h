@@ -111,6 +111,8 @@ extern struct pl_ctx_info pl_ctx_info;
 void pl_stats_keep(const char *line);
 
 /* pl_fdtab.c */
+#define PL_PENDING_JOINS 8
+
 struct pl_sock {
 	int refs;		/* atomic: table entries + calls inside */
 	int fd;			/* the fd it was made on, for messages */
@@ -123,6 +125,10 @@ struct pl_sock {
 	bool pktinfo;		/* IP_PKTINFO */
 	bool ts, tsns;		/* SO_TIMESTAMP, SO_TIMESTAMPNS */
 	int rcvbuf;		/* SO_RCVBUF as getsockopt reads it */
+	/* Memberships asked before bind (the kernel takes them, the core
+	 * needs a port): joined by pl_joins_apply() once bound. */
+	struct qps_mreq pending[PL_PENDING_JOINS];
+	int npending;
 	struct pl_sock *next, *prev;	/* pl_live list */
 };
 
@@ -150,6 +156,9 @@ bool pl_addr_for_dest(const struct sockaddr *a, socklen_t len);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
 void pl_live_close_all(void);
 int pl_live_count(void);
+
+/* pl_opts.c: the memberships asked before bind, now that it is bound. */
+void pl_joins_apply(struct pl_sock *s);
 
 /* pl_epoll.c: forget what we know of an epoll fd being closed. */
 void pl_epset_close(int epfd);

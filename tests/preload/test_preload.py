@@ -3,12 +3,13 @@
 """test_preload.py ADDR - an unmodified stdlib program for the preload.
 
 Run under qpsock-run (test_preload.sh python). Uses socket, selectors
-(epoll), non-blocking receives, IP_ADD_MEMBERSHIP, recvmsg with
-IP_PKTINFO and os.fork: a forked child sends N datagrams to a group and
+(epoll), non-blocking receives, IP_ADD_MEMBERSHIP (before bind), recvmsg
+with IP_PKTINFO and os.fork: a forked child sends N datagrams to a group and
 N to a unicast port of the parent, which must get every one exactly
 once, with the right destination in IP_PKTINFO. Exits 0 when all is
 well.
 """
+import errno
 import os
 import selectors
 import socket
@@ -53,10 +54,17 @@ def main():
 
     m = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     m.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    m.bind(("", MPORT))
+    # Joined before bind, as the kernel allows.
     mreq = struct.pack("4s4s", socket.inet_aton(GROUP),
                        socket.inet_aton("0.0.0.0"))
     m.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+    try:
+        m.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        fail("joined twice")
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            fail("second join: %s" % e)
+    m.bind(("", MPORT))
     m.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
     m.setblocking(False)
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
