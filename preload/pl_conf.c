@@ -5,6 +5,7 @@
  * core's own and are read by qps_ctx_create().
  */
 #include <arpa/inet.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,14 +27,15 @@ static bool env_on(const char *name)
 static int read_int_file(const char *path, int dflt)
 {
 	FILE *f = fopen(path, "re");
-	int v;
+	char line[32], *end;
+	long v = 0;
 
 	if (!f)
 		return dflt;
-	if (fscanf(f, "%d", &v) != 1 || v <= 0)
-		v = dflt;
-	fclose(f);
-	return v;
+	if (fgets(line, sizeof(line), f))
+		v = strtol(line, &end, 10);
+	(void)fclose(f);
+	return v > 0 && v <= INT_MAX ? (int)v : dflt;
 }
 
 void pl_conf_load(void)

@@ -65,13 +65,14 @@ struct qps_ctx *pl_ctx_get(void)
 {
 	struct qps_ctx_attr attr = { 0 };
 	struct qps_ctx *c;
-	int ret;
 
 	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
 	if (c || __atomic_load_n(&ctx_failed, __ATOMIC_RELAXED))
 		return c;
 	pthread_mutex_lock(&ctx_lock);
 	if (!ctx && !ctx_failed) {
+		int ret;
+
 		if (pl_conf.addr.s_addr != INADDR_ANY) {
 			attr.comp_mask |= QPS_CTX_ATTR_ADDR;
 			attr.addr = pl_conf.addr;
@@ -90,7 +91,7 @@ struct qps_ctx *pl_ctx_get(void)
 			/* Said once, whatever the debug setting: every
 			 * socket of the process stays on the kernel. */
 			pl_log("cannot open the qpsock context (%s): UDP "
-			       "sockets stay on the kernel", strerror(-ret));
+			       "sockets stay on the kernel", strerrordesc_np(-ret));
 			ctx_failed = true;
 		} else {
 			ctx_info_fill(c);

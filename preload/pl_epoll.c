@@ -63,7 +63,7 @@ static struct pl_epset *set_get(int epfd, bool create)
 	pthread_mutex_lock(&sets_lock);
 	if (!sets) {
 		size_t n = 65536;
-		void *p = mmap(NULL, n * sizeof(*sets), PROT_READ | PROT_WRITE,
+		void *p = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p != MAP_FAILED) {
@@ -126,7 +126,7 @@ static struct pl_eprec *rec_find_fd(struct pl_epset *set, int fd,
 	return NULL;
 }
 
-static struct pl_eprec *rec_find_ptr(struct pl_epset *set, void *p)
+static struct pl_eprec *rec_find_ptr(struct pl_epset *set, const void *p)
 {
 	size_t i;
 
@@ -167,7 +167,7 @@ static struct pl_eprec *rec_add(struct pl_epset *set, struct pl_sock *s,
 	recs_prune(set);
 	if (set->n == set->cap) {
 		size_t cap = set->cap ? 2 * set->cap : 8;
-		struct pl_eprec **v = realloc(set->recs, cap * sizeof(*v));
+		struct pl_eprec **v = realloc(set->recs, cap * sizeof(void *));
 
 		if (!v)
 			return NULL;
@@ -327,12 +327,12 @@ static int wait_filtered(int epfd, struct epoll_event *ev, int max,
 {
 	struct pl_epset *set = set_get(epfd, false);
 	int64_t deadline = timeout < 0 ? -1 : now_ms() + timeout;
-	int r, left = timeout;
+	int left = timeout;
 
 	if (!set)
 		return epoll_pwait_real(epfd, ev, max, timeout, mask);
 	for (;;) {
-		r = epoll_pwait_real(epfd, ev, max, left, mask);
+		int r = epoll_pwait_real(epfd, ev, max, left, mask);
 		if (r <= 0)
 			return r;
 		r = filter(set, epfd, ev, r);

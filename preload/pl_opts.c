@@ -9,6 +9,7 @@
  * memberships, and IP_MULTICAST_IF on emu.
  */
 #include <arpa/inet.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,8 +53,8 @@ static int set_rcvbuf(struct pl_sock *s, const void *val, socklen_t len,
 	 * (unless forced), never below its floor. */
 	if (!force && v > pl_conf.rmem_max)
 		v = pl_conf.rmem_max;
-	if (v < 0 || v > (1 << 30))
-		v = 1 << 30;
+	if (v < 0 || v > INT_MAX / 2)
+		v = INT_MAX / 2;
 	s->rcvbuf = 2 * v < PL_RCVBUF_MIN ? PL_RCVBUF_MIN : 2 * v;
 	/* Never passed to the kernel socket: on packet it holds the port
 	 * with the smallest buffer so it never queues anything. */
@@ -181,7 +182,7 @@ void pl_joins_apply(struct pl_sock *s)
 		ret = qps_join(s->ep, &s->pending[i], sizeof(s->pending[i]));
 		if (ret < 0)
 			pl_log("fd %d: membership asked before bind: %s", s->fd,
-			       strerror(-ret));
+			       strerrordesc_np(-ret));
 	}
 	s->npending = 0;
 }

@@ -23,6 +23,7 @@
 struct pl_pslot {
 	nfds_t idx;		/* the application's entry */
 	struct pl_sock *s;
+	bool ready;		/* readable before the kernel was asked */
 };
 
 static int64_t now_ns(void)
@@ -85,21 +86,19 @@ static int count_offloaded(const struct pollfd *fds, nfds_t n)
  * readiness slots) and the merge back into @fds; returns the number of
  * entries with events, or -1 with errno. */
 static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
-		      const struct pl_pslot *o, size_t k, int64_t deadline,
+		      struct pl_pslot *o, size_t k, int64_t deadline,
 		      const sigset_t *mask)
 {
 	struct timespec ts, *tp = NULL;
 	bool any_ready = false;
-	int r, cnt;
+	int cnt = 0;
 	size_t j;
 	nfds_t i;
 
+	/* Already readable: the kernel only looks (timeout 0). */
 	for (j = 0; j < k; j++) {
-		all[n + j].revents = 0;
-		if (readable(o[j].s)) {
-			all[n + j].revents = POLLIN;
-			any_ready = true;
-		}
+		o[j].ready = readable(o[j].s);
+		any_ready = any_ready || o[j].ready;
 	}
 	if (any_ready || deadline >= 0) {
 		int64_t left = any_ready ? 0 : deadline - now_ns();
@@ -110,26 +109,18 @@ static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
 		ts.tv_nsec = left % 1000000000;
 		tp = &ts;
 	}
-	{
-		short pre[PL_POLL_STACK];
+	if (pl_real.ppoll(all, n + k, tp, mask) < 0)
+		return -1;
+	for (j = 0; j < k; j++) {
+		bool in = o[j].ready ||
+			  ((all[n + j].revents & POLLIN) && readable(o[j].s));
+		short re = (short)(all[o[j].idx].revents & ~PL_IN);
 
-		for (j = 0; j < k && j < PL_POLL_STACK; j++)
-			pre[j] = all[n + j].revents;
-		r = pl_real.ppoll(all, n + k, tp, mask);
-		if (r < 0)
-			return -1;
-		for (j = 0; j < k; j++) {
-			bool in = j < PL_POLL_STACK && pre[j];
-
-			if (!in && (all[n + j].revents & POLLIN))
-				in = readable(o[j].s);
-			all[o[j].idx].revents &= (short)~PL_IN;
-			if (in)
-				all[o[j].idx].revents |=
-					(short)(fds[o[j].idx].events & PL_IN);
-		}
+		if (in)
+			re = (short)(re | (fds[o[j].idx].events & PL_IN));
+		all[o[j].idx].revents = re;
 	}
-	for (i = 0, cnt = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		fds[i].revents = all[i].revents;
 		if (fds[i].revents)
 			cnt++;

@@ -106,10 +106,10 @@ static void name_put(struct msghdr *msg, const struct sockaddr_in *src)
 
 static void scatter(const struct msghdr *msg, const char *buf, size_t n)
 {
-	size_t i, k;
+	size_t i;
 
 	for (i = 0; i < msg->msg_iovlen && n; i++) {
-		k = msg->msg_iov[i].iov_len < n ? msg->msg_iov[i].iov_len : n;
+		size_t k = msg->msg_iov[i].iov_len < n ? msg->msg_iov[i].iov_len : n;
 		memcpy(msg->msg_iov[i].iov_base, buf, k);
 		buf += k;
 		n -= k;
@@ -263,7 +263,6 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	struct pl_sock *s;
 	unsigned int i;
 	long r = 0;
-	int f;
 
 	if (!pl_sym_ready())
 		return (int)syscall(SYS_recvmmsg, fd, v, n, flags, timeout);
@@ -273,7 +272,8 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV;
 	for (i = 0; i < n; i++) {
-		f = flags & ~MSG_WAITFORONE;
+		int f = flags & ~MSG_WAITFORONE;
+
 		if (i > 0 && (flags & MSG_WAITFORONE))
 			f |= MSG_DONTWAIT;
 		r = pl_recvmsg_sock(s, &v[i].msg_hdr, f);

@@ -23,7 +23,7 @@ static int tx_flags(int flags, int *qf)
 {
 	if (flags & (MSG_OOB | MSG_MORE))
 		return -EOPNOTSUPP;
-	*qf = flags & MSG_DONTWAIT ? QPS_MSG_DONTWAIT : 0;
+	*qf = (flags & MSG_DONTWAIT) ? QPS_MSG_DONTWAIT : 0;
 	return 0;
 }
 
@@ -34,7 +34,7 @@ static long sent(struct pl_sock *s, long r, int flags)
 	/* As the kernel: EPIPE after shutdown(SHUT_WR) also raises
 	 * SIGPIPE unless the caller asked not to. */
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
-		raise(SIGPIPE);
+		(void)raise(SIGPIPE);
 	return r;
 }
 
@@ -237,9 +237,9 @@ static bool mmsg_simple(const struct mmsghdr *v, unsigned int n)
 
 PL_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
-	unsigned int done = 0, k;
+	unsigned int done = 0;
 	struct pl_sock *s;
-	int qf;
+	int qf = 0;
 	long r;
 
 	if (!pl_sym_ready())
@@ -250,9 +250,11 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 		return pl_real.sendmmsg(fd, v, n, flags);
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV;
-	r = tx_flags(flags, &qf);
+	r = !v && n ? -EFAULT : tx_flags(flags, &qf);
 	while (r >= 0 && done < n) {
-		k = n - done > PL_MMSG_CHUNK ? PL_MMSG_CHUNK : n - done;
+		unsigned int k = n - done > PL_MMSG_CHUNK ? PL_MMSG_CHUNK :
+				 n - done;
+
 		if (mmsg_simple(v + done, k)) {
 			r = sent(s, mmsg_chunk(s, v + done, k, qf), flags);
 		} else {

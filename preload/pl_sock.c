@@ -65,11 +65,12 @@ static void addr_str(const struct sockaddr_in *a, char *buf, size_t size)
 	char ip[INET_ADDRSTRLEN];
 
 	if (a->sin_family != AF_INET) {
-		snprintf(buf, size, "-");
+		(void)snprintf(buf, size, "-");
 		return;
 	}
-	inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-	snprintf(buf, size, "%s:%u", ip, ntohs(a->sin_port));
+	if (!inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip)))
+		ip[0] = '\0';
+	(void)snprintf(buf, size, "%s:%u", ip, ntohs(a->sin_port));
 }
 
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size)
@@ -82,7 +83,7 @@ void pl_sock_line(struct pl_sock *s, char *buf, size_t size)
 		return;
 	addr_str(&c.local, local, sizeof(local));
 	addr_str(&c.peer, peer, sizeof(peer));
-	snprintf(buf, size,
+	(void)snprintf(buf, size,
 		 "fd %d udp %s peer %s: rx %llu datagrams (%llu bytes) tx "
 		 "%llu datagrams (%llu bytes) drops %llu (rx queue full %llu, "
 		 "tx %llu) via qpsock",
@@ -90,7 +91,8 @@ void pl_sock_line(struct pl_sock *s, char *buf, size_t size)
 		 (unsigned long long)c.rx_bytes,
 		 (unsigned long long)c.tx_packets,
 		 (unsigned long long)c.tx_bytes,
-		 (unsigned long long)(c.rx_queue_full + c.tx_drops),
+		 (unsigned long long)c.rx_queue_full +
+		 (unsigned long long)c.tx_drops,
 		 (unsigned long long)c.rx_queue_full,
 		 (unsigned long long)c.tx_drops);
 }
@@ -98,11 +100,11 @@ void pl_sock_line(struct pl_sock *s, char *buf, size_t size)
 /* The line is taken while the endpoint is open, once. */
 static void sock_close_ep(struct pl_sock *s)
 {
-	char line[256];
-
 	if (!s->ep)
 		return;
 	if (pl_conf.stats && !s->fell_back) {
+		char line[256];
+
 		pl_sock_line(s, line, sizeof(line));
 		if (line[0])
 			pl_stats_keep(line);
@@ -119,7 +121,7 @@ void pl_sock_free(struct pl_sock *s)
 	sock_close_ep(s);
 	if (s->kfd >= 0)
 		pl_real.close(s->kfd);
-	free(s);
+	pl_sock_release(s);
 	errno = e;
 }
 
@@ -147,7 +149,7 @@ void pl_sock_offload(int fd, int type)
 
 	if (!ctx)
 		return;
-	s = calloc(1, sizeof(*s));
+	s = pl_sock_alloc();
 	if (!s) {
 		ret = -ENOMEM;
 		goto fail;
@@ -173,8 +175,10 @@ void pl_sock_offload(int fd, int type)
 		goto fail;
 	live_add(s);
 	ret = pl_install(fd, s);
+	/* The table's reference now keeps it; on failure this was the
+	 * last, and it goes. */
+	pl_put(s);
 	if (ret < 0) {
-		pl_put(s);
 		s = NULL;
 		goto fail;
 	}
@@ -186,11 +190,11 @@ fail:
 			qps_ep_close(s->ep);
 		if (s->kfd >= 0)
 			pl_real.close(s->kfd);
-		free(s);
+		pl_sock_release(s);
 	}
 	if (pl_conf.debug)
 		pl_log("fd %d: not offloaded (%s): left on the kernel", fd,
-		       strerror(-ret));
+		       strerrordesc_np(-ret));
 	errno = e;
 }
 

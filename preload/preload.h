@@ -114,7 +114,7 @@ void pl_stats_keep(const char *line);
 #define PL_PENDING_JOINS 8
 
 struct pl_sock {
-	int refs;		/* atomic: table entries + calls inside */
+	int refs;		/* atomic: table entries + calls inside; first */
 	int fd;			/* the fd it was made on, for messages */
 	uint64_t id;		/* unique in the process: names it weakly */
 	int kfd;		/* our duplicate of the kernel socket */
@@ -133,6 +133,9 @@ struct pl_sock {
 };
 
 int pl_fdtab_init(void);
+/* Type-stable socket memory (pl_fdtab.c): one reference, the caller's. */
+struct pl_sock *pl_sock_alloc(void);
+void pl_sock_release(struct pl_sock *s);
 struct pl_sock *pl_get(int fd);
 void pl_put(struct pl_sock *s);
 /* Maps @fd to @s, taking a reference; replaces nothing (-EEXIST). */
@@ -143,7 +146,7 @@ struct pl_sock *pl_remove(int fd);
 void pl_dup_map(int oldfd, int newfd);
 /* Unmaps every fd, for the destructor. */
 void pl_fdtab_clear(void);
-/* Reinitialises the locks in a fork child. */
+/* Reinitialises the lock in a fork child. */
 void pl_fdtab_atfork_child(void);
 
 /* pl_sock.c */

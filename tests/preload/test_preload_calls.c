@@ -523,6 +523,58 @@ static void test_close_while_recv(void)
 	EQ(bl.err, EAGAIN);
 }
 
+static int race_fd = -1;
+static bool race_stop;
+
+static void *race_thread(void *arg)
+{
+	struct sockaddr_in a;
+	struct pollfd p;
+	socklen_t l;
+	char b[8];
+
+	(void)arg;
+	while (!__atomic_load_n(&race_stop, __ATOMIC_RELAXED)) {
+		int fd = __atomic_load_n(&race_fd, __ATOMIC_RELAXED);
+
+		l = sizeof(a);
+		getsockname(fd, (struct sockaddr *)&a, &l);
+		recv(fd, b, sizeof(b), MSG_DONTWAIT);
+		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		poll(&p, 1, 0);
+	}
+	return NULL;
+}
+
+/* Threads using an fd while another closes it and a new socket takes
+ * the number: nothing but kernel answers (EBADF, EAGAIN), no crash. */
+static void test_fd_races(void)
+{
+	pthread_t t[3];
+	struct sockaddr_in a;
+	int i, fd;
+
+	fd = bound(&a);
+	__atomic_store_n(&race_fd, fd, __ATOMIC_RELAXED);
+	for (i = 0; i < 3; i++)
+		CU_ASSERT_FATAL(pthread_create(&t[i], NULL, race_thread,
+					       NULL) == 0);
+	for (i = 0; i < 300; i++) {
+		close(fd);
+		fd = bound(&a);
+		__atomic_store_n(&race_fd, fd, __ATOMIC_RELAXED);
+		if (i % 3 == 0)
+			usleep(100);
+	}
+	__atomic_store_n(&race_stop, true, __ATOMIC_RELAXED);
+	for (i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	EQ(sendto(fd, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)), 1);
+	wait_in(fd);
+	EQ(recv(fd, &i, sizeof(i), 0), 1);
+	close(fd);
+}
+
 /* fork: the child closes its copy, the parent's socket keeps working.
  * On the kernel the child could also receive on it; under the preload
  * its data calls fail with EBADFD (docs/preload.md). */
@@ -587,6 +639,7 @@ int main(void)
 		{ "poll, select, epoll mixed", test_poll_select_epoll },
 		{ "dup, dup2, F_DUPFD", test_dup },
 		{ "close or shutdown while recv", test_close_while_recv },
+		{ "threads racing on the fd table", test_fd_races },
 		{ "fork", test_fork },
 		{ "loopback falls back", test_loopback_fallback },
 		CU_TEST_INFO_NULL,
