@@ -9,7 +9,10 @@
 #             with each of sockperf's waits (recvfrom, epoll, poll,
 #             select): 0 dropped, and the --stats lines show the
 #             datagrams went through qpsock;
-#   python    test_preload.py (stdlib only) under the preload.
+#   python    test_preload.py (stdlib only) under the preload;
+#   packet    sockperf under qpsock-run --provider packet in one network
+#             namespace against a kernel sockperf in another (a veth pair
+#             this script makes and deletes), both directions; needs root.
 # Exit 77 (skipped) when a program it needs is missing.
 set -u
 
@@ -21,6 +24,12 @@ unset QPS_PROVIDER
 
 cleanup() {
 	[[ -n "${srv:-}" ]] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+	if [[ -n "${ns_a:-}" ]]; then
+		ip netns pids "$ns_a" 2>/dev/null | xargs -r kill 2>/dev/null
+		ip netns pids "$ns_b" 2>/dev/null | xargs -r kill 2>/dev/null
+		ip netns del "$ns_a" 2>/dev/null
+		ip netns del "$ns_b" 2>/dev/null
+	fi
 	rm -rf "$tmp"
 	# Every process destroys its context at exit; a crash must not
 	# leave the wire behind.
@@ -86,6 +95,63 @@ python)
 	}
 	"$run" --stats --addr 198.18.0.1 python3 "$src/test_preload.py" \
 		198.18.0.1 || fail "test_preload.py under the preload"
+	;;
+packet)
+	if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null ||
+		! command -v sockperf >/dev/null; then
+		echo "test_preload packet: skipped: needs root, ip and sockperf"
+		exit 77
+	fi
+	ns_a=plpa$$ ns_b=plpb$$ if_a=plva$$ if_b=plvb$$
+	ip netns add "$ns_a" && ip netns add "$ns_b" &&
+		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
+			netns "$ns_b" &&
+		ip -n "$ns_a" addr add 10.79.0.1/24 dev "$if_a" &&
+		ip -n "$ns_b" addr add 10.79.0.2/24 dev "$if_b" &&
+		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+		ip -n "$ns_a" link set "$if_a" up &&
+		ip -n "$ns_b" link set "$if_b" up || {
+		echo "test_preload packet: skipped: cannot make namespaces here"
+		exit 77
+	}
+	# qpsock server, kernel client; then kernel server, qpsock client.
+	for dir in in out; do
+		if [[ $dir == in ]]; then
+			ip netns exec "$ns_a" "$run" --provider packet \
+				--dev "$if_a" --stats sockperf sr -i 10.79.0.1 \
+				-p 11111 >"$tmp/sr.$dir" 2>&1 &
+			srv=$!
+			sleep 1
+			ip netns exec "$ns_b" timeout 30 sockperf pp \
+				-i 10.79.0.1 -p 11111 -t 1 -m 64 \
+				>"$tmp/pp.$dir" 2>&1 || fail "kernel sockperf pp"
+			qps=$tmp/sr.$dir
+		else
+			ip netns exec "$ns_b" sockperf sr -i 10.79.0.2 \
+				-p 11111 >"$tmp/sr.$dir" 2>&1 &
+			srv=$!
+			sleep 1
+			ip netns exec "$ns_a" timeout 30 "$run" --provider \
+				packet --dev "$if_a" --stats sockperf pp \
+				-i 10.79.0.2 -p 11111 -t 1 -m 64 \
+				>"$tmp/pp.$dir" 2>&1 || fail "qpsock sockperf pp"
+			qps=$tmp/pp.$dir
+		fi
+		ip netns pids "$ns_a" | xargs -r kill -INT
+		ip netns pids "$ns_b" | xargs -r kill -INT
+		wait "$srv"
+		srv=
+		grep -hE 'dropped messages|Summary|qpsock-preload' \
+			"$tmp/pp.$dir" "$tmp/sr.$dir"
+		grep -q '# dropped messages = 0;' "$tmp/pp.$dir" ||
+			fail "sockperf ($dir): messages dropped"
+		got=$(sed -n 's/.*ReceivedMessages=\([0-9]*\).*/\1/p' \
+			"$tmp/pp.$dir" | head -1)
+		n=$(sed -n 's/.*rx \([0-9]*\) datagrams.*via qpsock/\1/p' \
+			"$qps" | head -1)
+		[[ -n "$got" && "$got" -gt 0 && -n "$n" && "$n" -ge "$got" ]] ||
+			fail "sockperf ($dir): $got replies, qpsock rx '$n'"
+	done
 	;;
 *)
 	fail "unknown part $part"
