@@ -23,11 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "preload.h"
 
 int pl_state = PL_BEFORE;
 unsigned int pl_gen;
+static pid_t pl_pid;	/* ours; a vfork child runs no atfork handler */
 struct pl_ctx_info pl_ctx_info;
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -117,8 +119,14 @@ void pl_stats_keep(const char *line)
 	pthread_mutex_unlock(&lines_lock);
 }
 
+bool pl_vforked(void)
+{
+	return getpid() != __atomic_load_n(&pl_pid, __ATOMIC_RELAXED);
+}
+
 static void atfork_child(void)
 {
+	__atomic_store_n(&pl_pid, getpid(), __ATOMIC_RELAXED);
 	pl_fdtab_atfork_child();
 	pthread_mutex_init(&ctx_lock, NULL);
 	pthread_mutex_init(&lines_lock, NULL);
@@ -134,6 +142,7 @@ static void atfork_child(void)
 __attribute__((constructor)) static void pl_init(void)
 {
 	pl_sym_ready();
+	pl_pid = getpid();
 	pl_conf_load();
 	if (pl_fdtab_init() < 0) {
 		pl_log("cannot allocate the fd table: nothing is offloaded");

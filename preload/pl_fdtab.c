@@ -118,6 +118,13 @@ static bool ref_not_zero(struct pl_sock *s)
 	return true;
 }
 
+bool pl_mapped(int fd)
+{
+	struct pl_sock **sl = slot(fd);
+
+	return sl && __atomic_load_n(sl, __ATOMIC_RELAXED);
+}
+
 struct pl_sock *pl_get(int fd)
 {
 	struct pl_sock **sl = slot(fd), *s;
@@ -171,8 +178,11 @@ struct pl_sock *pl_remove(int fd)
 
 void pl_dup_map(int oldfd, int newfd)
 {
-	struct pl_sock *s = pl_get(oldfd), *old;
+	struct pl_sock *s, *old;
 
+	if ((!pl_mapped(oldfd) && !pl_mapped(newfd)) || pl_vforked())
+		return;
+	s = pl_get(oldfd);
 	/* dup2/dup3 closed whatever @newfd was; forget it first. */
 	old = pl_remove(newfd);
 	if (s && pl_install(newfd, s) < 0)

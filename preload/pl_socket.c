@@ -99,6 +99,8 @@ PL_EXPORT int close(int fd)
 
 	if (!pl_sym_ready())
 		return (int)syscall(SYS_close, fd);
+	if (pl_mapped(fd) && pl_vforked())
+		return pl_real.close(fd);
 	/* Unmapped before the number is free, so a socket() racing with
 	 * us never has its new mapping removed. */
 	s = pl_remove(fd);

@@ -100,6 +100,9 @@ void pl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 enum pl_state { PL_BEFORE, PL_RUNNING, PL_AFTER };
 extern int pl_state;		/* enum pl_state, atomic */
 extern unsigned int pl_gen;	/* changes in a fork child */
+/* True in a vfork child: it shares our memory (the fd table too) but has
+ * its own fds, so its close/dup must not touch the table. */
+bool pl_vforked(void);
 struct qps_ctx *pl_ctx_get(void);
 /* What the open context is: address, PKTINFO interface, emu or not. */
 struct pl_ctx_info {
@@ -137,6 +140,8 @@ int pl_fdtab_init(void);
 struct pl_sock *pl_sock_alloc(void);
 void pl_sock_release(struct pl_sock *s);
 struct pl_sock *pl_get(int fd);
+/* Whether @fd is offloaded now (no reference: a hint). */
+bool pl_mapped(int fd);
 void pl_put(struct pl_sock *s);
 /* Maps @fd to @s, taking a reference; replaces nothing (-EEXIST). */
 int pl_install(int fd, struct pl_sock *s);

@@ -605,6 +605,29 @@ static void test_fork(void)
 	close(fb);
 }
 
+/* A vfork child has its own fds but shares the parent's memory (the
+ * preload's table too): its close must not take the parent's socket. */
+static void test_vfork_close(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), st = -1;
+	char buf[8];
+	pid_t pid;
+
+	pid = vfork();
+	if (pid == 0) {
+		close(fb);
+		_exit(0);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	EQ(waitpid(pid, &st, 0), pid);
+	EQ(sendto(fa, "v", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fb);
+	EQ(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), 1);
+	close(fa);
+	close(fb);
+}
+
 /* A socket to loopback stays on the kernel under the preload. */
 static void test_loopback_fallback(void)
 {
@@ -641,6 +664,7 @@ int main(void)
 		{ "close or shutdown while recv", test_close_while_recv },
 		{ "threads racing on the fd table", test_fd_races },
 		{ "fork", test_fork },
+		{ "vfork child closes", test_vfork_close },
 		{ "loopback falls back", test_loopback_fallback },
 		CU_TEST_INFO_NULL,
 	};
