@@ -245,10 +245,15 @@ static int sol_socket(struct pl_sock *s, int fd, int name, const void *val,
 	case SO_SNDTIMEO:
 		if (pl_real.setsockopt(fd, SOL_SOCKET, name, val, len) < 0)
 			return -errno;
-		if (tv_ms(val, len, &v) == 0)
+		if (tv_ms(val, len, &v) == 0) {
 			qps_setopt(s->ep, name == SO_RCVTIMEO ?
 				   QPS_OPT_RCVTIMEO : QPS_OPT_SNDTIMEO,
 				   &v, sizeof(v));
+			if (name == SO_RCVTIMEO)
+				s->rcvtimeo = v != 0;
+			else
+				s->sndtimeo = v != 0;
+		}
 		return 0;
 	case SO_TIMESTAMP:
 	case SO_TIMESTAMPNS:

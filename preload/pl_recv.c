@@ -142,7 +142,11 @@ ssize_t pl_recvmsg_sock(struct pl_sock *s, struct msghdr *msg, int flags)
 			return -ENOBUFS;
 	}
 	m.len = total;
-	r = rx_ret(qps_recvmsg(s->ep, &m, qf));
+	do {
+		pl_sig_clear();
+		r = qps_recvmsg(s->ep, &m, qf);
+	} while (r == -EINTR && !s->rcvtimeo && pl_sig_restart());
+	r = rx_ret(r);
 	if (r >= 0) {
 		if (msg->msg_iovlen > 1)
 			scatter(msg, m.buf, (size_t)r < total ? (size_t)r :
@@ -182,9 +186,14 @@ static long recvfrom_sock(struct pl_sock *s, void *buf, size_t len,
 
 	if (r < 0)
 		return r;
-	if (src)
-		return rx_ret(qps_recvfrom(s->ep, buf, len, qf, src, slen));
-	return rx_ret(qps_recv(s->ep, buf, len, qf));
+	/* As the kernel: a handler with SA_RESTART restarts the call,
+	 * unless the socket has a receive timeout. */
+	do {
+		pl_sig_clear();
+		r = src ? qps_recvfrom(s->ep, buf, len, qf, src, slen) :
+			  qps_recv(s->ep, buf, len, qf);
+	} while (r == -EINTR && !s->rcvtimeo && pl_sig_restart());
+	return rx_ret(r);
 }
 
 PL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,

@@ -46,10 +46,11 @@ static long send_sock(struct pl_sock *s, const void *buf, size_t len,
 
 	if (r < 0)
 		return r;
-	if (dest)
-		r = qps_sendto(s->ep, buf, len, qf, dest, dlen);
-	else
-		r = qps_send(s->ep, buf, len, qf);
+	do {
+		pl_sig_clear();
+		r = dest ? qps_sendto(s->ep, buf, len, qf, dest, dlen) :
+			   qps_send(s->ep, buf, len, qf);
+	} while (r == -EINTR && !s->sndtimeo && pl_sig_restart());
 	return sent(s, r, flags);
 }
 

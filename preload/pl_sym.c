@@ -57,6 +57,7 @@ static void sym_resolve(void)
 	RESOLVE(pselect);
 	RESOLVE(epoll_ctl);
 	RESOLVE(epoll_pwait);
+	RESOLVE(sigaction);
 	/* An older libc without fcntl64: the plain one is the same call. */
 	if (!pl_real.fcntl64)
 		pl_real.fcntl64 = pl_real.fcntl;

@@ -10,7 +10,9 @@
  *               getsockname, getpeername
  *   pl_opts.c   setsockopt, getsockopt
  *   pl_send.c   send family; pl_recv.c receive family
- *   pl_poll.c   poll, ppoll, select, pselect; pl_epoll.c epoll_ctl
+ *   pl_poll.c   poll, ppoll, select, pselect
+ *   pl_epoll.c  epoll_ctl, epoll_wait, epoll_pwait
+ *   pl_signal.c sigaction, signal: SA_RESTART for blocking calls
  *
  * The qpsock core returns -errno and never touches errno; the interposed
  * calls are the one place errno is set (pl_ret).
@@ -75,6 +77,7 @@ struct pl_real {
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
 	int (*epoll_pwait)(int, struct epoll_event *, int, int,
 			   const sigset_t *);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 };
 
 extern struct pl_real pl_real;
@@ -127,6 +130,7 @@ struct pl_sock {
 	bool fell_back;		/* left on the kernel: no stats line */
 	bool pktinfo;		/* IP_PKTINFO */
 	bool ts, tsns;		/* SO_TIMESTAMP, SO_TIMESTAMPNS */
+	bool rcvtimeo, sndtimeo;	/* a timeout is set: no restart */
 	int rcvbuf;		/* SO_RCVBUF as getsockopt reads it */
 	/* Memberships asked before bind (the kernel takes them, the core
 	 * needs a port): joined by pl_joins_apply() once bound. */
@@ -167,6 +171,11 @@ int pl_live_count(void);
 
 /* pl_opts.c: the memberships asked before bind, now that it is bound. */
 void pl_joins_apply(struct pl_sock *s);
+
+/* pl_signal.c. Around a blocking core call: clear, then after -EINTR,
+ * whether the handler that ran asked for SA_RESTART. */
+void pl_sig_clear(void);
+bool pl_sig_restart(void);
 
 /* pl_epoll.c: forget what we know of an epoll fd being closed. */
 void pl_epset_close(int epfd);

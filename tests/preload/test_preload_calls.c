@@ -523,6 +523,52 @@ static void test_close_while_recv(void)
 	EQ(bl.err, EAGAIN);
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+/* A blocked receive interrupted by a handler: EINTR, or restarted when
+ * the handler has SA_RESTART (and the socket no timeout). */
+static void test_signal_restart(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }, o;
+	struct sockaddr_in a, b;
+	struct blocked bl;
+	pthread_t t;
+	int fa = bound(&a), fb = bound(&b);
+
+	sigemptyset(&sa.sa_mask);
+	EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+	bl.fd = fb;
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, recv_thread, &bl) == 0);
+	usleep(100000);
+	pthread_kill(t, SIGUSR1);
+	pthread_join(t, NULL);
+	EQ(bl.ret, -1);
+	EQ(bl.err, EINTR);
+
+	sa.sa_flags = SA_RESTART;
+	EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+	bl.ret = -2;
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, recv_thread, &bl) == 0);
+	usleep(100000);
+	pthread_kill(t, SIGUSR1);
+	usleep(100000);
+	EQ(__atomic_load_n(&bl.ret, __ATOMIC_RELAXED), -2);
+	EQ(sendto(fa, "s", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	pthread_join(t, NULL);
+	EQ(bl.ret, 1);
+
+	/* The program's own action reads back. */
+	EQ(sigaction(SIGUSR1, NULL, &o), 0);
+	CU_ASSERT(o.sa_handler == on_usr1);
+	CU_ASSERT(o.sa_flags & SA_RESTART);
+	CU_ASSERT(signal(SIGUSR1, SIG_DFL) == on_usr1);
+	close(fa);
+	close(fb);
+}
+
 static int race_fd = -1;
 static bool race_stop;
 
@@ -663,6 +709,7 @@ int main(void)
 		{ "dup, dup2, F_DUPFD", test_dup },
 		{ "close or shutdown while recv", test_close_while_recv },
 		{ "threads racing on the fd table", test_fd_races },
+		{ "signals: EINTR, SA_RESTART", test_signal_restart },
 		{ "fork", test_fork },
 		{ "vfork child closes", test_vfork_close },
 		{ "loopback falls back", test_loopback_fallback },
