@@ -127,12 +127,13 @@ bool pl_mapped(int fd)
 
 struct pl_sock *pl_get(int fd)
 {
-	struct pl_sock **sl = slot(fd), *s;
+	struct pl_sock **sl = slot(fd);
 
 	if (!sl)
 		return NULL;
 	for (;;) {
-		s = __atomic_load_n(sl, __ATOMIC_ACQUIRE);
+		struct pl_sock *s = __atomic_load_n(sl, __ATOMIC_ACQUIRE);
+
 		if (!s)
 			return NULL;
 		if (!ref_not_zero(s))

@@ -155,12 +155,10 @@ static int pending_find(struct pl_sock *s, const struct qps_mreq *m,
 static int membership_pending(struct pl_sock *s, bool add,
 			      const struct qps_mreq *m)
 {
-	int i;
-
 	if (!IN_MULTICAST(ntohl(m->group.s_addr)))
 		return -EINVAL;
 	if (!add) {
-		i = pending_find(s, m, m->source.s_addr == INADDR_ANY);
+		int i = pending_find(s, m, m->source.s_addr == INADDR_ANY);
 		if (i < 0)
 			return -EADDRNOTAVAIL;
 		s->pending[i] = s->pending[--s->npending];
@@ -176,10 +174,10 @@ static int membership_pending(struct pl_sock *s, bool add,
 
 void pl_joins_apply(struct pl_sock *s)
 {
-	int i, ret;
+	int i;
 
 	for (i = 0; i < s->npending; i++) {
-		ret = qps_join(s->ep, &s->pending[i], sizeof(s->pending[i]));
+		int ret = qps_join(s->ep, &s->pending[i], sizeof(s->pending[i]));
 		if (ret < 0)
 			pl_log("fd %d: membership asked before bind: %s", s->fd,
 			       strerrordesc_np(-ret));
