@@ -28,7 +28,6 @@
 #include "preload.h"
 
 int pl_state = PL_BEFORE;
-unsigned int pl_gen;
 static pid_t pl_pid;	/* ours; a vfork child runs no atfork handler */
 struct pl_ctx_info pl_ctx_info;
 
@@ -127,7 +126,10 @@ bool pl_vforked(void)
 static void atfork_child(void)
 {
 	__atomic_store_n(&pl_pid, getpid(), __ATOMIC_RELAXED);
+	/* Every lock a parent thread may have held at the fork. */
 	pl_fdtab_atfork_child();
+	pl_sock_atfork_child();
+	pl_epoll_atfork_child();
 	pthread_mutex_init(&ctx_lock, NULL);
 	pthread_mutex_init(&lines_lock, NULL);
 	/* The parent's context stays the parent's (the core leaves it
@@ -136,7 +138,6 @@ static void atfork_child(void)
 	ctx_failed = false;
 	lines_head = NULL;
 	lines_tail = &lines_head;
-	__atomic_add_fetch(&pl_gen, 1, __ATOMIC_RELAXED);
 }
 
 __attribute__((constructor)) static void pl_init(void)

@@ -88,6 +88,17 @@ static struct pl_epset *set_get(int epfd, bool create)
 	return s;
 }
 
+void pl_epoll_atfork_child(void)
+{
+	int i;
+
+	/* Parent threads may have held any of them at the fork. */
+	pthread_mutex_init(&sets_lock, NULL);
+	for (i = 0; sets && i < sets_n; i++)
+		if (sets[i])
+			pthread_mutex_init(&sets[i]->lock, NULL);
+}
+
 void pl_epset_close(int epfd)
 {
 	struct pl_epset *s;

@@ -55,6 +55,11 @@ static void live_del(struct pl_sock *s)
 	pthread_mutex_unlock(&live_lock);
 }
 
+void pl_sock_atfork_child(void)
+{
+	pthread_mutex_init(&live_lock, NULL);
+}
+
 int pl_live_count(void)
 {
 	return __atomic_load_n(&live_n, __ATOMIC_RELAXED);
@@ -156,7 +161,6 @@ void pl_sock_offload(int fd, int type)
 	}
 	s->fd = fd;
 	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
-	s->gen = __atomic_load_n(&pl_gen, __ATOMIC_RELAXED);
 	s->fresh = true;
 	s->kfd = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (s->kfd < 0) {

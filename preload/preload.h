@@ -102,7 +102,6 @@ void pl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* pl_ctx.c */
 enum pl_state { PL_BEFORE, PL_RUNNING, PL_AFTER };
 extern int pl_state;		/* enum pl_state, atomic */
-extern unsigned int pl_gen;	/* changes in a fork child */
 /* True in a vfork child: it shares our memory (the fd table too) but has
  * its own fds, so its close/dup must not touch the table. */
 bool pl_vforked(void);
@@ -125,7 +124,6 @@ struct pl_sock {
 	uint64_t id;		/* unique in the process: names it weakly */
 	int kfd;		/* our duplicate of the kernel socket */
 	struct qps_ep *ep;
-	unsigned int gen;	/* pl_gen when made */
 	bool fresh;		/* unbound, unconnected: may fall back */
 	bool fell_back;		/* left on the kernel: no stats line */
 	bool pktinfo;		/* IP_PKTINFO */
@@ -166,6 +164,7 @@ void pl_sock_fallback(int fd, struct pl_sock *s, const char *why);
 bool pl_addr_for_bind(const struct sockaddr *a, socklen_t len);
 bool pl_addr_for_dest(const struct sockaddr *a, socklen_t len);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
+void pl_sock_atfork_child(void);
 void pl_live_close_all(void);
 int pl_live_count(void);
 
@@ -179,6 +178,7 @@ bool pl_sig_restart(void);
 
 /* pl_epoll.c: forget what we know of an epoll fd being closed. */
 void pl_epset_close(int epfd);
+void pl_epoll_atfork_child(void);
 
 /* The return value of an interposed call from a core result. */
 static inline long pl_ret(long r)
