@@ -16,7 +16,8 @@
 # Exit 77 (skipped) when a program it needs is missing.
 set -u
 
-part=$1 run=$2 calls=$3 src=$4
+part=$1 calls=$3 src=$4
+run=(sh "$2")
 wire="pl-$part-$$"
 tmp=$(mktemp -d)
 export QPS_DEV=$wire
@@ -44,7 +45,7 @@ fail() {
 
 case $part in
 calls)
-	PL_TEST_ADDR=198.18.0.1 "$run" --addr 198.18.0.1 "$calls" ||
+	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$calls" ||
 		fail "test_preload_calls under the preload"
 	;;
 sockperf)
@@ -59,11 +60,11 @@ sockperf)
 		else
 			sargs=(-f "$tmp/feed" -F "$io")
 		fi
-		"$run" --stats --addr 198.18.0.1 sockperf sr "${sargs[@]}" \
+		"${run[@]}" --stats --addr 198.18.0.1 sockperf sr "${sargs[@]}" \
 			>"$tmp/sr.$io" 2>&1 &
 		srv=$!
 		sleep 1
-		timeout 30 "$run" --stats sockperf pp -i 198.18.0.1 -p 11112 \
+		timeout 30 "${run[@]}" --stats sockperf pp -i 198.18.0.1 -p 11112 \
 			-t 1 -m 64 >"$tmp/pp.$io" 2>&1 ||
 			{ cat "$tmp/pp.$io"; fail "sockperf pp ($io) failed"; }
 		kill -INT "$srv"
@@ -93,7 +94,7 @@ python)
 		echo "test_preload python: skipped: no python3"
 		exit 77
 	}
-	"$run" --stats --addr 198.18.0.1 python3 "$src/test_preload.py" \
+	"${run[@]}" --stats --addr 198.18.0.1 python3 "$src/test_preload.py" \
 		198.18.0.1 || fail "test_preload.py under the preload"
 	;;
 packet)
@@ -103,21 +104,21 @@ packet)
 		exit 77
 	fi
 	ns_a=plpa$$ ns_b=plpb$$ if_a=plva$$ if_b=plvb$$
-	ip netns add "$ns_a" && ip netns add "$ns_b" &&
+	if ! { ip netns add "$ns_a" && ip netns add "$ns_b" &&
 		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
 			netns "$ns_b" &&
 		ip -n "$ns_a" addr add 10.79.0.1/24 dev "$if_a" &&
 		ip -n "$ns_b" addr add 10.79.0.2/24 dev "$if_b" &&
 		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
 		ip -n "$ns_a" link set "$if_a" up &&
-		ip -n "$ns_b" link set "$if_b" up || {
+		ip -n "$ns_b" link set "$if_b" up; }; then
 		echo "test_preload packet: skipped: cannot make namespaces here"
 		exit 77
-	}
+	fi
 	# qpsock server, kernel client; then kernel server, qpsock client.
 	for dir in in out; do
 		if [[ $dir == in ]]; then
-			ip netns exec "$ns_a" "$run" --provider packet \
+			ip netns exec "$ns_a" "${run[@]}" --provider packet \
 				--dev "$if_a" --stats sockperf sr -i 10.79.0.1 \
 				-p 11111 >"$tmp/sr.$dir" 2>&1 &
 			srv=$!
@@ -131,7 +132,7 @@ packet)
 				-p 11111 >"$tmp/sr.$dir" 2>&1 &
 			srv=$!
 			sleep 1
-			ip netns exec "$ns_a" timeout 30 "$run" --provider \
+			ip netns exec "$ns_a" timeout 30 "${run[@]}" --provider \
 				packet --dev "$if_a" --stats sockperf pp \
 				-i 10.79.0.2 -p 11111 -t 1 -m 64 \
 				>"$tmp/pp.$dir" 2>&1 || fail "qpsock sockperf pp"
