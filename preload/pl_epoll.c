@@ -376,3 +376,26 @@ PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 				    mask, 8);
 	return wait_filtered(epfd, ev, max, timeout, mask);
 }
+
+/* Our wait has millisecond steps: the timeout is rounded up to one. */
+PL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
+			   const struct timespec *ts, const sigset_t *mask)
+{
+	long long ms;
+
+	if (!pl_sym_ready() || !pl_real.epoll_pwait2) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!set_get(epfd, false))
+		return pl_real.epoll_pwait2(epfd, ev, max, ts, mask);
+	if (!ts)
+		return wait_filtered(epfd, ev, max, -1, mask);
+	if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000) {
+		errno = EINVAL;
+		return -1;
+	}
+	ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+	return wait_filtered(epfd, ev, max, ms > 0x7fffffff ? 0x7fffffff :
+			     (int)ms, mask);
+}

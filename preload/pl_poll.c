@@ -312,3 +312,21 @@ PL_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		return pl_real.pselect(nfds, rd, wr, ex, ts, mask);
 	return select_mixed(nfds, rd, wr, ex, deadline_ts(ts), mask);
 }
+
+/* The fortified entries: the size check, then the plain call. */
+PL_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout,
+			 size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return poll(fds, n, timeout);
+}
+
+PL_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n,
+			  const struct timespec *ts, const sigset_t *mask,
+			  size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return ppoll(fds, n, ts, mask);
+}

@@ -58,6 +58,7 @@ static void sym_resolve(void)
 	RESOLVE(epoll_ctl);
 	RESOLVE(epoll_pwait);
 	RESOLVE(sigaction);
+	RESOLVE(epoll_pwait2);
 	/* An older libc without fcntl64: the plain one is the same call. */
 	if (!pl_real.fcntl64)
 		pl_real.fcntl64 = pl_real.fcntl;

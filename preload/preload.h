@@ -78,6 +78,8 @@ struct pl_real {
 	int (*epoll_pwait)(int, struct epoll_event *, int, int,
 			   const sigset_t *);
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	int (*epoll_pwait2)(int, struct epoll_event *, int,
+			    const struct timespec *, const sigset_t *);
 };
 
 extern struct pl_real pl_real;
@@ -201,7 +203,13 @@ ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 		       int flags, struct sockaddr *from, socklen_t *fromlen);
 ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		const sigset_t *mask, size_t fdslen);
 void __chk_fail(void) __attribute__((noreturn));
+/* glibc 2.35; declared here for older headers. */
+int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
+		 const struct timespec *ts, const sigset_t *mask);
 int fcntl64(int fd, int cmd, ...);
 
 #endif /* QPS_PRELOAD_H */

@@ -5,6 +5,7 @@
 # under qpsock-run on a private emu wire (docs/preload.md):
 #   calls     test_preload_calls under the preload, the same assertions
 #             test_preload_calls_kernel makes on the kernel;
+#   fortify   the same, built with _FORTIFY_SOURCE=2 (__recv_chk...);
 #   sockperf  sockperf server and client both under qpsock-run, ping-pong
 #             with each of sockperf's waits (recvfrom, epoll, poll,
 #             select): 0 dropped, and the --stats lines show the
@@ -47,6 +48,14 @@ case $part in
 calls)
 	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$calls" ||
 		fail "test_preload_calls under the preload"
+	;;
+fortify)
+	# Built with _FORTIFY_SOURCE=2 beside test_preload_calls.
+	prog=${calls}_fortify
+	nm -D "$prog" | grep -q __recv_chk ||
+		fail "$prog calls no fortified entry"
+	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$prog" ||
+		fail "fortified test_preload_calls under the preload"
 	;;
 sockperf)
 	command -v sockperf >/dev/null || {

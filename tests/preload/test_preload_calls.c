@@ -260,6 +260,32 @@ static void test_recv_flags(void)
 	close(fb);
 }
 
+/* Lengths known only at run time: built with _FORTIFY_SOURCE these are
+ * __recv_chk, __recvfrom_chk, __read_chk and __poll_chk. */
+static void test_fortified(void)
+{
+	struct sockaddr_in a, b, src;
+	socklen_t sl = sizeof(src);
+	int fa = bound(&a), fb = bound(&b);
+	volatile size_t n = 16;
+	volatile nfds_t nf = 1;
+	struct pollfd p = { .fd = fb, .events = POLLIN };
+	char buf[16];
+	int i;
+
+	for (i = 0; i < 3; i++)
+		EQ(sendto(fa, "fort", 4, 0, (struct sockaddr *)&b,
+			  sizeof(b)), 4);
+	EQ(poll(&p, nf, 2000), 1);
+	usleep(20000);
+	EQ(recv(fb, buf, n, 0), 4);
+	EQ(recvfrom(fb, buf, n, 0, (struct sockaddr *)&src, &sl), 4);
+	EQ(src.sin_port, a.sin_port);
+	EQ(read(fb, buf, n), 4);
+	close(fa);
+	close(fb);
+}
+
 static void test_cmsg(void)
 {
 	struct sockaddr_in a, b;
@@ -702,6 +728,7 @@ int main(void)
 		{ "send/recv families", test_send_recv },
 		{ "MSG_PEEK, MSG_TRUNC, MSG_DONTWAIT", test_recv_flags },
 		{ "IP_PKTINFO, SO_TIMESTAMP", test_cmsg },
+		{ "fortified entries", test_fortified },
 		{ "fcntl O_NONBLOCK, FIONBIO, FIONREAD", test_fcntl_ioctl },
 		{ "setsockopt, getsockopt", test_options },
 		{ "shutdown", test_shutdown },
