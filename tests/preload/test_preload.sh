@@ -10,7 +10,8 @@
 #             with each of sockperf's waits (recvfrom, epoll, poll,
 #             select): 0 dropped, and the --stats lines show the
 #             datagrams went through qpsock;
-#   python    test_preload.py (stdlib only) under the preload;
+#   python    test_preload.py (stdlib only) under the preload, and a
+#             program exec'd by a shell under qpsock-run;
 #   packet    sockperf under qpsock-run --provider packet in one network
 #             namespace against a kernel sockperf in another (a veth pair
 #             this script makes and deletes), both directions; needs root.
@@ -105,6 +106,15 @@ python)
 	}
 	"${run[@]}" --stats --addr 198.18.0.1 python3 "$src/test_preload.py" \
 		198.18.0.1 || fail "test_preload.py under the preload"
+	# The preload survives exec: a program started by a shell started by
+	# qpsock-run is offloaded too.
+	"${run[@]}" --stats sh -c 'exec python3 -c "import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((\"\", 5700))
+s.close()"' 2>"$tmp/exec.err" || fail "python3 after exec"
+	cat "$tmp/exec.err"
+	grep -q 'udp 0.0.0.0:5700 .*via qpsock' "$tmp/exec.err" ||
+		fail "the program after exec was not offloaded"
 	;;
 packet)
 	if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null ||
