@@ -40,7 +40,7 @@ static int opt_int(const void *val, socklen_t len, int *v)
 static int set_rcvbuf(struct pl_sock *s, const void *val, socklen_t len,
 		      bool force)
 {
-	int v, ret;
+	int v;
 
 	if (!val)
 		return -EFAULT;
@@ -49,11 +49,14 @@ static int set_rcvbuf(struct pl_sock *s, const void *val, socklen_t len,
 	memcpy(&v, val, sizeof(int));
 	if (force && geteuid() != 0)
 		return -EPERM;
-	/* As the kernel: doubled for its bookkeeping, capped by rmem_max
-	 * (unless forced), never below its floor. */
-	if (!force && v > pl_conf.rmem_max)
+	/* As the kernel: the value taken as unsigned and capped by
+	 * rmem_max (unless forced), doubled for its bookkeeping, never
+	 * below its floor. */
+	if (!force && (v < 0 || v > pl_conf.rmem_max))
 		v = pl_conf.rmem_max;
-	if (v < 0 || v > INT_MAX / 2)
+	if (v < 0)
+		v = 0;
+	if (v > INT_MAX / 2)
 		v = INT_MAX / 2;
 	s->rcvbuf = 2 * v < PL_RCVBUF_MIN ? PL_RCVBUF_MIN : 2 * v;
 	/* Never passed to the kernel socket: on packet it holds the port
@@ -61,8 +64,7 @@ static int set_rcvbuf(struct pl_sock *s, const void *val, socklen_t len,
 	v = s->rcvbuf / PL_RCVBUF_TRUESIZE;
 	if (v < 1)
 		v = 1;
-	ret = qps_setopt(s->ep, QPS_OPT_RCVBUF, &v, sizeof(v));
-	return ret;
+	return qps_setopt(s->ep, QPS_OPT_RCVBUF, &v, sizeof(v));
 }
 
 static int tv_ms(const void *val, socklen_t len, int *ms)
