@@ -20,6 +20,12 @@ set -u
 
 part=$1 calls=$3 src=$4
 run=(sh "$2")
+# A sanitizer's runtime must come first in a process; preloaded into
+# programs (sockperf, python3, the test) an instrumented preload cannot.
+if [[ -n "${QPS_TEST_SANITIZE:-}" ]]; then
+	echo "test_preload $part: skipped: built with QPS_SANITIZE=$QPS_TEST_SANITIZE"
+	exit 77
+fi
 wire="pl-$part-$$"
 tmp=$(mktemp -d)
 export QPS_DEV=$wire
