@@ -719,6 +719,50 @@ static void test_loopback_fallback(void)
 	close(fs);
 }
 
+/* Sockets used from an atexit handler: exit runs it before any
+ * library's destructor, so the offloaded sockets still work there. */
+static int exit_fa = -1, exit_fb = -1;
+static struct sockaddr_in exit_b;
+static pid_t exit_pid;
+
+static void at_exit_use(void)
+{
+	struct pollfd p = { .fd = exit_fb, .events = POLLIN };
+	char buf[8];
+
+	/* Not in test_fork's child, whose inherited sockets are the
+	 * parent's (EBADFD under the preload). */
+	if (getpid() != exit_pid)
+		return;
+	if (sendto(exit_fa, "q", 1, 0, (struct sockaddr *)&exit_b,
+		   sizeof(exit_b)) != 1 || poll(&p, 1, 2000) != 1 ||
+	    recv(exit_fb, buf, sizeof(buf), 0) != 1) {
+		printf("test_preload_calls: FAIL: sockets in an atexit "
+		       "handler\n");
+		_exit(1);
+	}
+	printf("test_preload_calls: sockets work in an atexit handler\n");
+}
+
+static void exit_sockets(void)
+{
+	struct sockaddr_in a = sin_at(0);
+	socklen_t l = sizeof(exit_b);
+
+	exit_pid = getpid();
+	exit_fa = socket(AF_INET, SOCK_DGRAM, 0);
+	exit_fb = socket(AF_INET, SOCK_DGRAM, 0);
+	exit_b = sin_at(0);
+	if (exit_fa < 0 || exit_fb < 0 ||
+	    bind(exit_fa, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    bind(exit_fb, (struct sockaddr *)&exit_b, sizeof(exit_b)) < 0 ||
+	    getsockname(exit_fb, (struct sockaddr *)&exit_b, &l) < 0 ||
+	    atexit(at_exit_use) != 0) {
+		printf("test_preload_calls: FAIL: atexit sockets\n");
+		exit(1);
+	}
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -759,6 +803,7 @@ int main(void)
 	printf("test_preload_calls: %s, local address %s\n",
 	       preloaded ? "under libqpsock-preload.so" : "on the kernel",
 	       a ? a : "127.0.0.1");
+	exit_sockets();
 	if (CU_initialize_registry() != CUE_SUCCESS ||
 	    CU_register_suites(suites) != CUE_SUCCESS)
 		return 2;
