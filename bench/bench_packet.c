@@ -485,10 +485,11 @@ static int bp_pp(const struct bp_opts *o)
 }
 
 /* The core's table alone: what a device that is not the host's does. */
-static int bp_no_hold(struct qps_dev *dev, struct in_addr addr,
+static int bp_no_hold(struct qps_dev *dev, int fd, struct in_addr addr,
 		      uint16_t *port, unsigned int flags)
 {
 	(void)dev;
+	(void)fd;
 	(void)addr;
 	(void)port;
 	(void)flags;

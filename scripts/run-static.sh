@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# run-static.sh [build-dir] - static analysis of src/ and providers/:
+# run-static.sh [build-dir] - static analysis of src/, providers/, preload/:
 # cppcheck and clang-tidy (checks in .clang-tidy) on every .c file there,
 # with the flags the build uses (compile_commands.json). Prints each finding
 # as "file:line: check: message", then a count per tool; exits 1 on any
@@ -45,10 +45,11 @@ cmake -S "$root" -B "$bdir" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
 db="$bdir/compile_commands.json"
 mkdir -p "$out"
 
-# The sources to check: every .c file under src/ and providers/, each of
-# which must be in the database, or it would be analysed with wrong flags
-# (or not at all).
-find "$root/src" "$root/providers" -name '*.c' | sort >"$out/files"
+# The sources to check: every .c file under src/, providers/ and preload/,
+# each of which must be in the database, or it would be analysed with
+# wrong flags (or not at all).
+find "$root/src" "$root/providers" "$root/preload" -name '*.c' |
+	sort >"$out/files"
 sed -n 's/^ *"file": "\(.*\)",\{0,1\}$/\1/p' "$db" | sort -u >"$out/db-files"
 missing=$(comm -23 "$out/files" "$out/db-files")
 if [[ -n "$missing" ]]; then
@@ -68,6 +69,7 @@ rc_cpp=0
 	--enable=warning,style,performance,portability \
 	--inline-suppr --error-exitcode=1 --quiet -j "$jobs" \
 	--file-filter="$root/src/*" --file-filter="$root/providers/*" \
+	--file-filter="$root/preload/*" \
 	--template='{file}:{line}: cppcheck-{id}: {message}' \
 	2>"$out/cppcheck.log" || rc_cpp=$?
 grep -E '^[^ ]+:[0-9]+: cppcheck-' "$out/cppcheck.log" |

@@ -219,6 +219,14 @@ install_check() {
 		fi
 	done
 	echo "install: programs run from $prefix/bin without LD_LIBRARY_PATH"
+	# The preload finds libqpsock beside it; qpsock-run finds the preload.
+	if env -u LD_LIBRARY_PATH ldd "$libdir/libqpsock-preload.so" |
+		grep 'not found'; then
+		echo "install: libqpsock-preload.so does not find libqpsock" >&2
+		return 1
+	fi
+	env -u LD_LIBRARY_PATH "$prefix/bin/qpsock-run" true
+	echo "install: qpsock-run runs a program with the installed preload"
 
 	# 1. CMake consumer: find_package(qpsock) + qpsock::qpsock.
 	cmake -S tests/consumer-check -B "$tmp/consumer-cmake" \

@@ -94,7 +94,7 @@ static int qps_ep_hold_port(struct qps_ep *ep, uint32_t addr, uint16_t *port)
 				       ctx->info.addr.s_addr : addr };
 	unsigned int flags = (ep->reuseaddr ? QPS_HOLD_REUSEADDR : 0) |
 			     (ep->reuseport ? QPS_HOLD_REUSEPORT : 0);
-	int fd = ctx->ops->hold_port(ctx->dev, a, port, flags);
+	int fd = ctx->ops->hold_port(ctx->dev, ep->adopt_fd, a, port, flags);
 
 	if (fd == -EOPNOTSUPP)
 		return 0;
@@ -106,7 +106,9 @@ static int qps_ep_hold_port(struct qps_ep *ep, uint32_t addr, uint16_t *port)
 
 static void qps_ep_release_port(struct qps_ep *ep)
 {
-	if (ep->kfd >= 0)
+	/* An adopted socket stays bound: the kernel cannot unbind one, and
+	 * its owner closes it. */
+	if (ep->kfd >= 0 && ep->kfd != ep->adopt_fd)
 		close(ep->kfd);
 	ep->kfd = -1;
 }
@@ -162,6 +164,34 @@ static void qps_unbind_locked(struct qps_ep *ep)
 	qps_bind_unlink_locked(ep);
 	qps_ep_release_port(ep);
 	__atomic_store_n(&ep->bound, false, __ATOMIC_RELAXED);
+}
+
+int qps_ep_adopt_fd(struct qps_ep *ep, int fd)
+{
+	QPS_ERRNO_GUARD;
+	int dom = 0, type = 0, ret = qps_ep_check(ep);
+	socklen_t len = sizeof(int);
+
+	if (ret < 0)
+		return ret;
+	if (fd < 0)
+		return -EBADF;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) < 0)
+		return -errno;
+	len = sizeof(int);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+		return -errno;
+	if (dom != AF_INET || type != SOCK_DGRAM)
+		return -EINVAL;
+	pthread_mutex_lock(&ep->ctx->ctl_lock);
+	if (qps_ep_check(ep) < 0)
+		ret = -EBADF;
+	else if (ep->bound)
+		ret = -EINVAL;
+	else
+		ep->adopt_fd = fd;
+	pthread_mutex_unlock(&ep->ctx->ctl_lock);
+	return ret;
 }
 
 int qps_ep_autobind(struct qps_ep *ep)
@@ -258,6 +288,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	ep->ctx = ctx;
 	ep->efd = ep->epfd = -1;
 	ep->kfd = -1;
+	ep->adopt_fd = -1;
 	ep->rxq_cap = ctx->rx.depth;
 	ep->rcvbuf = ctx->rx.depth;
 	ep->busy_poll_us = (int)ctx->busy_poll_us;

@@ -67,6 +67,9 @@ struct qps_ep {
 	/* The kernel socket holding the bound port on the host's stack
 	 * (provider.h hold_port), or -1. Under ctl_lock. */
 	int kfd;
+	/* The caller's socket to hold the port with (qps_ep_adopt_fd), or
+	 * -1: never closed here. Under ctl_lock. */
+	int adopt_fd;
 	bool pktinfo;
 	bool bound;
 	bool connected;

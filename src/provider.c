@@ -229,10 +229,11 @@ static int stub_qp_mcast(struct qps_qp *qp, const union ibv_gid *gid,
 }
 
 /* Not the host's device: the core's port table is the only one. */
-static int stub_hold_port(struct qps_dev *dev, struct in_addr addr,
+static int stub_hold_port(struct qps_dev *dev, int fd, struct in_addr addr,
 			  uint16_t *port, unsigned int flags)
 {
 	(void)dev;
+	(void)fd;
 	(void)addr;
 	(void)port;
 	(void)flags;

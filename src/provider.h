@@ -310,8 +310,11 @@ struct qps_provider_ops {
 	 * closes it to release the port), -EADDRINUSE, or -EOPNOTSUPP where
 	 * the device is not the host's (emu): the core's table alone holds
 	 * the port then. @flags: QPS_HOLD_REUSEADDR, QPS_HOLD_REUSEPORT.
+	 * @fd >= 0: the endpoint adopted that socket (qps_ep_adopt_fd): bind
+	 * it instead of opening one, and return it; it stays the caller's,
+	 * open on failure too.
 	 */
-	int (*hold_port)(struct qps_dev *dev, struct in_addr addr,
+	int (*hold_port)(struct qps_dev *dev, int fd, struct in_addr addr,
 			 uint16_t *port, unsigned int flags);
 
 	/*

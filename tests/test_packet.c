@@ -2173,6 +2173,61 @@ static void test_bind_conflicts(void)
 	T_EQ(qps_ctx_destroy(ctx), 0);
 }
 
+/* qps_ep_adopt_fd: the caller's socket is the one that holds the port, for
+ * as long as the caller keeps it (the preload's kernel fd, preload.md). */
+static void test_adopt_fd(void)
+{
+	struct sockaddr_in sin = t_sin("0.0.0.0", 7800), got, kgot;
+	socklen_t gl = sizeof(got), kl = sizeof(kgot);
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	int k, tcp, pfd[2], k2;
+
+	T_EQ_FATAL(ctx_open(if_a, IP_A, &ctx), 0);
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	k = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CU_ASSERT_FATAL(k >= 0 && tcp >= 0 && pipe(pfd) == 0);
+	T_EQ(qps_ep_adopt_fd(ep, -1), -EBADF);
+	T_EQ(qps_ep_adopt_fd(ep, pfd[0]), -ENOTSOCK);
+	T_EQ(qps_ep_adopt_fd(ep, tcp), -EINVAL);
+	T_EQ(qps_ep_adopt_fd(ep, k), 0);
+	T_EQ(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	T_EQ(qps_ep_adopt_fd(ep, k), -EINVAL);
+	/* The caller's socket is bound where the endpoint is. */
+	T_EQ(getsockname(k, (struct sockaddr *)&kgot, &kl), 0);
+	T_EQ(ntohs(kgot.sin_port), 7800);
+	T_EQ(sock_a_bind(7800, 0), -EADDRINUSE);
+	/* Closing the endpoint leaves the caller's socket, and the port. */
+	T_EQ(qps_ep_close(ep), 0);
+	T_EQ(sock_a_bind(7800, 0), -EADDRINUSE);
+	close(k);
+	k2 = sock_a_bind(7800, 0);
+	CU_ASSERT(k2 >= 0);
+	if (k2 >= 0)
+		close(k2);
+
+	/* Port 0: the kernel's choice on the caller's socket is the
+	 * endpoint's port. */
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	k = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CU_ASSERT_FATAL(k >= 0);
+	T_EQ(qps_ep_adopt_fd(ep, k), 0);
+	sin.sin_port = 0;
+	T_EQ(qps_bind(ep, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	kl = sizeof(kgot);
+	T_EQ(getsockname(k, (struct sockaddr *)&kgot, &kl), 0);
+	T_EQ(qps_getsockname(ep, (struct sockaddr *)&got, &gl), 0);
+	CU_ASSERT(kgot.sin_port != 0);
+	T_EQ(kgot.sin_port, got.sin_port);
+	T_EQ(qps_ep_close(ep), 0);
+	close(k);
+	close(tcp);
+	close(pfd[0]);
+	close(pfd[1]);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -2200,6 +2255,7 @@ int main(void)
 		{ "multicast loop on and off", test_mc_loop },
 		{ "bind conflicts with kernel sockets and processes",
 		  test_bind_conflicts },
+		{ "an adopted kernel socket holds the port", test_adopt_fd },
 #ifdef QPS_ECHO_BIN
 		{ "sockperf ping-pong vs qps_echo", test_sockperf_pingpong },
 		{ "sockperf under-load vs qps_echo", test_sockperf_underload },

@@ -88,7 +88,7 @@ static void check_all_stubs(const struct qps_provider_ops *o)
 	CU_ASSERT_EQUAL(o->destroy_ah(NULL), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->attach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->detach_mcast(NULL, NULL, 0), -EOPNOTSUPP);
-	CU_ASSERT_EQUAL(o->hold_port(NULL, a, &port, 0), -EOPNOTSUPP);
+	CU_ASSERT_EQUAL(o->hold_port(NULL, -1, a, &port, 0), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->get_cq_event_fd(NULL), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->poll_cq_ts(NULL, 1, NULL, NULL), -EOPNOTSUPP);
 	CU_ASSERT_EQUAL(o->read_clock(NULL, NULL), -EOPNOTSUPP);

@@ -348,6 +348,16 @@ int qps_ep_close(struct qps_ep *ep);
 int qps_bind(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len);
 
 /**
+ * qps_ep_adopt_fd - before qps_bind, make @fd (the caller's AF_INET
+ * SOCK_DGRAM kernel socket) the one that holds the endpoint's port in the
+ * kernel, where the provider holds ports there (packet, verbs): the bind
+ * binds @fd instead of a socket of its own. The caller keeps @fd open
+ * until qps_ep_close and closes it. -EINVAL when already bound or @fd is
+ * not an IPv4 UDP socket, -ENOTSOCK, -EBADF.
+ */
+int qps_ep_adopt_fd(struct qps_ep *ep, int fd);
+
+/**
  * qps_connect - set the default destination and accept datagrams only from
  * it; AF_UNSPEC disconnects. Binds to an ephemeral port if unbound.
  * -EHOSTUNREACH when the destination cannot be resolved.

@@ -122,10 +122,18 @@ static int hold(int fd, struct in_addr addr, uint16_t *port,
 	return 0;
 }
 
-int qps_host_port_hold(const struct qps_host_ns *ns, struct in_addr addr,
-		       uint16_t *port, unsigned int flags)
+int qps_host_port_hold(const struct qps_host_ns *ns, int fd,
+		       struct in_addr addr, uint16_t *port,
+		       unsigned int flags)
 {
-	int here = -1, fd, ret;
+	int here = -1, ret;
+
+	/* An adopted socket was made by the application, in its
+	 * namespace: the port it holds is where the application looks. */
+	if (fd >= 0) {
+		ret = hold(fd, addr, port, flags);
+		return ret < 0 ? ret : fd;
+	}
 
 	/* A thread of another namespace binds: make the socket in the
 	 * device's, then go back (setns is per thread). */

@@ -20,8 +20,10 @@ struct qps_host_ns {
 int qps_host_ns_open(struct qps_host_ns *ns);
 void qps_host_ns_close(struct qps_host_ns *ns);
 
-/* The hold_port op: returns the socket's descriptor or -errno. */
-int qps_host_port_hold(const struct qps_host_ns *ns, struct in_addr addr,
-		       uint16_t *port, unsigned int flags);
+/* The hold_port op: returns the socket's descriptor or -errno. @fd >= 0:
+ * the caller's socket, bound instead of a new one and never closed. */
+int qps_host_port_hold(const struct qps_host_ns *ns, int fd,
+		       struct in_addr addr, uint16_t *port,
+		       unsigned int flags);
 
 #endif /* QPS_HOST_PORT_H */

@@ -279,10 +279,11 @@ static int packet_dereg_mr(struct qps_mr *m)
 }
 
 /* The interface is the host's: its ports are held in the kernel too. */
-static int packet_hold_port(struct qps_dev *d, struct in_addr addr,
+static int packet_hold_port(struct qps_dev *d, int fd, struct in_addr addr,
 			    uint16_t *port, unsigned int flags)
 {
-	return qps_host_port_hold(&qps_packet_dev(d)->ns, addr, port, flags);
+	return qps_host_port_hold(&qps_packet_dev(d)->ns, fd, addr, port,
+				  flags);
 }
 
 int qps_packet_mr_check(struct qps_packet_dev *dev, uint32_t lkey,

@@ -218,7 +218,7 @@ int qps_verbs_detach_mcast(struct qps_qp *qp, const union ibv_gid *gid,
 /* verbs_neigh.c */
 int qps_verbs_route_open(struct qps_verbs_dev *vd);
 void qps_verbs_route_close(struct qps_verbs_dev *vd);
-int qps_verbs_hold_port(struct qps_dev *dev, struct in_addr addr,
+int qps_verbs_hold_port(struct qps_dev *dev, int fd, struct in_addr addr,
 			uint16_t *port, unsigned int flags);
 int qps_verbs_resolve(struct qps_dev *dev, struct in_addr dst,
 		      uint8_t mac_out[6]);

@@ -55,14 +55,14 @@ void qps_verbs_route_close(struct qps_verbs_dev *vd)
 	qps_host_ns_close(&vd->ns);
 }
 
-int qps_verbs_hold_port(struct qps_dev *dev, struct in_addr addr,
+int qps_verbs_hold_port(struct qps_dev *dev, int fd, struct in_addr addr,
 			uint16_t *port, unsigned int flags)
 {
 	struct qps_verbs_dev *vd = qps_verbs_dev(dev);
 
 	if (!vd->ifindex)
 		return -EOPNOTSUPP;
-	return qps_host_port_hold(&vd->ns, addr, port, flags);
+	return qps_host_port_hold(&vd->ns, fd, addr, port, flags);
 }
 
 int qps_verbs_resolve(struct qps_dev *dev, struct in_addr dst,

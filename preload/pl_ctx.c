@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The process's qpsock context and the library's life: the constructor
+ * reads the configuration and makes the fd table; the context opens on
+ * the first socket to offload (a program that never makes a UDP socket
+ * never touches the device); the destructor prints the stats lines and
+ * destroys the context, so no emu wire port or stats segment outlives
+ * the process.
+ *
+ * Before the constructor and after the destructor every call goes to the
+ * kernel: a socket made then is never offloaded, and an offloaded fd used
+ * after the destructor is the plain kernel socket behind it.
+ *
+ * fork(): the core answers -ECHILD for a context inherited by a child
+ * (api.md). The child's inherited offloaded fds stay mapped, so their
+ * data calls fail with EBADFD and close() closes only the child's copy;
+ * the child's own new sockets open a context of their own.
+ */
+#include <dlfcn.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+int pl_state = PL_BEFORE;
+static pid_t pl_pid;	/* ours; a vfork child runs no atfork handler */
+struct pl_ctx_info pl_ctx_info;
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct qps_ctx *ctx;
+static bool ctx_failed;
+
+/* Stats lines of sockets already closed, printed at exit. */
+struct pl_line {
+	struct pl_line *next;
+	char text[];
+};
+static pthread_mutex_t lines_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pl_line *lines_head, **lines_tail = &lines_head;
+
+static void ctx_info_fill(struct qps_ctx *c)
+{
+	struct qps_ctx_info info;
+
+	memset(&pl_ctx_info, 0, sizeof(pl_ctx_info));
+	pl_ctx_info.ifindex = QPS_IFINDEX;
+	if (qps_ctx_query(c, &info) < 0)
+		return;
+	pl_ctx_info.addr = info.addr;
+	pl_ctx_info.emu = strcmp(info.provider, "emu") == 0;
+	/* IP_PKTINFO names the netdev the host knows, where there is one. */
+	if (strcmp(info.provider, "packet") == 0) {
+		unsigned int i = if_nametoindex(info.dev);
+
+		if (i)
+			pl_ctx_info.ifindex = (int)i;
+	}
+}
+
+struct qps_ctx *pl_ctx_get(void)
+{
+	struct qps_ctx_attr attr = { 0 };
+	struct qps_ctx *c;
+
+	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+	if (c || __atomic_load_n(&ctx_failed, __ATOMIC_RELAXED))
+		return c;
+	pthread_mutex_lock(&ctx_lock);
+	if (!ctx && !ctx_failed) {
+		int ret;
+
+		if (pl_conf.addr.s_addr != INADDR_ANY) {
+			attr.comp_mask |= QPS_CTX_ATTR_ADDR;
+			attr.addr = pl_conf.addr;
+		}
+		ret = qps_ctx_create(&attr, &c);
+		/* The address is another context's on this wire: this is a
+		 * child (fork, exec) of the process that took it. */
+		if (ret == -EADDRINUSE && attr.comp_mask) {
+			if (pl_conf.debug)
+				pl_log("QPS_ADDR is taken: the wire's first "
+				       "free address instead");
+			attr.comp_mask = 0;
+			ret = qps_ctx_create(&attr, &c);
+		}
+		if (ret < 0) {
+			/* Said once, whatever the debug setting: every
+			 * socket of the process stays on the kernel. */
+			pl_log("cannot open the qpsock context (%s): UDP "
+			       "sockets stay on the kernel", strerrordesc_np(-ret));
+			ctx_failed = true;
+		} else {
+			ctx_info_fill(c);
+			__atomic_store_n(&ctx, c, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&ctx_lock);
+	return ctx;
+}
+
+void pl_stats_keep(const char *line)
+{
+	size_t n = strlen(line) + 1;
+	struct pl_line *l = malloc(sizeof(*l) + n);
+
+	if (!l)
+		return;
+	memcpy(l->text, line, n);
+	l->next = NULL;
+	pthread_mutex_lock(&lines_lock);
+	*lines_tail = l;
+	lines_tail = &l->next;
+	pthread_mutex_unlock(&lines_lock);
+}
+
+bool pl_vforked(void)
+{
+	return getpid() != __atomic_load_n(&pl_pid, __ATOMIC_RELAXED);
+}
+
+static void atfork_child(void)
+{
+	__atomic_store_n(&pl_pid, getpid(), __ATOMIC_RELAXED);
+	/* Every lock a parent thread may have held at the fork. */
+	pl_fdtab_atfork_child();
+	pl_sock_atfork_child();
+	pl_epoll_atfork_child();
+	pthread_mutex_init(&ctx_lock, NULL);
+	pthread_mutex_init(&lines_lock, NULL);
+	/* The parent's context stays the parent's (the core leaves it
+	 * alone here); the child opens its own when it needs one. */
+	ctx = NULL;
+	ctx_failed = false;
+	lines_head = NULL;
+	lines_tail = &lines_head;
+}
+
+__attribute__((constructor)) static void pl_init(void)
+{
+	pl_sym_ready();
+	pl_pid = getpid();
+	pl_conf_load();
+	if (pl_fdtab_init() < 0) {
+		pl_log("cannot allocate the fd table: nothing is offloaded");
+		return;
+	}
+	pthread_atfork(NULL, NULL, atfork_child);
+	__atomic_store_n(&pl_state, PL_RUNNING, __ATOMIC_RELEASE);
+}
+
+static void stats_print(void)
+{
+	struct pl_line *l;
+
+	for (l = lines_head; l; l = l->next)
+		pl_log("%s", l->text);
+}
+
+/* Up to @ms for calls still inside an offloaded socket to leave. */
+static bool live_drain(int ms)
+{
+	struct timespec ts = { 0, 1000000 };
+	int i;
+
+	for (i = 0; i < ms && pl_live_count() > 0; i++)
+		nanosleep(&ts, NULL);
+	return pl_live_count() == 0;
+}
+
+__attribute__((destructor)) static void pl_fini(void)
+{
+	struct qps_ctx *c;
+
+	if (__atomic_exchange_n(&pl_state, PL_AFTER, __ATOMIC_ACQ_REL) !=
+	    PL_RUNNING)
+		return;
+	/* Sockets still open get their line at the final put, below. */
+	pl_fdtab_clear();
+	/* Wake whatever still waits in one (as the context's destruction
+	 * would), so the context is destroyed with nobody inside it. */
+	pl_live_close_all();
+	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+	if (live_drain(1000) && c) {
+		qps_ctx_destroy(c);
+		ctx = NULL;
+	}
+	if (pl_conf.stats)
+		stats_print();
+}

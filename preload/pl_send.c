@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The send family. Several buffers (writev, sendmsg) are gathered into
+ * one datagram first: a qpsock send is one contiguous payload. sendmmsg
+ * of single-buffer messages goes through qps_sendmmsg, one doorbell per
+ * send queue for the batch.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+#define PL_GATHER_STACK 2048
+#define PL_MMSG_CHUNK 64
+
+/* Kernel UDP flags to the core's. MSG_MORE corks on a kernel UDP socket
+ * (appends to one pending datagram), a meaning qpsock's MSG_MORE does
+ * not have: refused rather than silently sent apart. */
+static int tx_flags(int flags, int *qf)
+{
+	if (flags & (MSG_OOB | MSG_MORE))
+		return -EOPNOTSUPP;
+	*qf = (flags & MSG_DONTWAIT) ? QPS_MSG_DONTWAIT : 0;
+	return 0;
+}
+
+static long sent(struct pl_sock *s, long r, int flags)
+{
+	if (r >= 0)
+		s->fresh = false;
+	/* As the kernel: EPIPE after shutdown(SHUT_WR) also raises
+	 * SIGPIPE unless the caller asked not to. */
+	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
+		(void)raise(SIGPIPE);
+	return r;
+}
+
+static long send_sock(struct pl_sock *s, const void *buf, size_t len,
+		      int flags, const struct sockaddr *dest, socklen_t dlen)
+{
+	int qf;
+	long r = tx_flags(flags, &qf);
+
+	if (r < 0)
+		return r;
+	do {
+		pl_sig_clear();
+		r = dest ? qps_sendto(s->ep, buf, len, qf, dest, dlen) :
+			   qps_send(s->ep, buf, len, qf);
+	} while (r == -EINTR && !s->sndtimeo && pl_sig_restart());
+	return sent(s, r, flags);
+}
+
+/* The first destination decides, for a socket never bound or connected,
+ * whether qpsock can carry it (pl_addr_for_dest). */
+static struct pl_sock *get_for(int fd, const struct sockaddr *dest,
+			       socklen_t dlen)
+{
+	struct pl_sock *s = pl_get(fd);
+
+	if (s && s->fresh && dest && !pl_addr_for_dest(dest, dlen)) {
+		pl_sock_fallback(fd, s, "sent to an address qpsock does not "
+			"reach");
+		pl_put(s);
+		s = NULL;
+	}
+	return s;
+}
+
+PL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+			 const struct sockaddr *dest, socklen_t dlen)
+{
+	struct pl_sock *s;
+	long r;
+
+	if (!pl_sym_ready())
+		return syscall(SYS_sendto, fd, buf, len, flags, dest, dlen);
+	s = get_for(fd, dest, dlen);
+	if (!s)
+		return pl_real.sendto(fd, buf, len, flags, dest, dlen);
+	r = send_sock(s, buf, len, flags, dest, dlen);
+	pl_put(s);
+	return pl_ret(r);
+}
+
+PL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct pl_sock *s;
+	long r;
+
+	if (!pl_sym_ready())
+		return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+	s = pl_get(fd);
+	if (!s)
+		return pl_real.send(fd, buf, len, flags);
+	r = send_sock(s, buf, len, flags, NULL, 0);
+	pl_put(s);
+	return pl_ret(r);
+}
+
+PL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct pl_sock *s;
+	long r;
+
+	if (!pl_sym_ready())
+		return syscall(SYS_write, fd, buf, len);
+	s = pl_get(fd);
+	if (!s)
+		return pl_real.write(fd, buf, len);
+	r = send_sock(s, buf, len, 0, NULL, 0);
+	pl_put(s);
+	return pl_ret(r);
+}
+
+static long iov_total(const struct iovec *iov, size_t n)
+{
+	size_t i, t = 0;
+
+	if (n > 0 && !iov)
+		return -EFAULT;
+	for (i = 0; i < n; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - t)
+			return -EINVAL;
+		t += iov[i].iov_len;
+	}
+	return (long)t;
+}
+
+ssize_t pl_sendmsg_sock(struct pl_sock *s, const struct msghdr *msg,
+			int flags)
+{
+	char stack[PL_GATHER_STACK], *buf = stack, *p;
+	long total, r;
+	size_t i;
+
+	if (!msg)
+		return -EFAULT;
+	if (msg->msg_iovlen > IOV_MAX)
+		return -EMSGSIZE;
+	total = iov_total(msg->msg_iov, msg->msg_iovlen);
+	if (total < 0)
+		return total;
+	/* Control messages (IP_PKTINFO source choice, IP_TTL per datagram)
+	 * are not carried yet: ignored (docs/preload.md). */
+	if (msg->msg_iovlen == 1)
+		return send_sock(s, msg->msg_iov[0].iov_base, (size_t)total,
+				 flags, msg->msg_name, msg->msg_namelen);
+	if ((size_t)total > sizeof(stack)) {
+		buf = malloc((size_t)total);
+		if (!buf)
+			return -ENOBUFS;
+	}
+	for (i = 0, p = buf; i < msg->msg_iovlen; i++) {
+		memcpy(p, msg->msg_iov[i].iov_base, msg->msg_iov[i].iov_len);
+		p += msg->msg_iov[i].iov_len;
+	}
+	r = send_sock(s, buf, (size_t)total, flags, msg->msg_name,
+		      msg->msg_namelen);
+	if (buf != stack)
+		free(buf);
+	return r;
+}
+
+PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct pl_sock *s;
+	long r;
+
+	if (!pl_sym_ready())
+		return syscall(SYS_sendmsg, fd, msg, flags);
+	s = msg ? get_for(fd, msg->msg_name, msg->msg_namelen) : pl_get(fd);
+	if (!s)
+		return pl_real.sendmsg(fd, msg, flags);
+	r = pl_sendmsg_sock(s, msg, flags);
+	pl_put(s);
+	return pl_ret(r);
+}
+
+PL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov };
+	struct pl_sock *s;
+	long r;
+
+	if (!pl_sym_ready())
+		return syscall(SYS_writev, fd, iov, n);
+	s = pl_get(fd);
+	if (!s)
+		return pl_real.writev(fd, iov, n);
+	if (n < 0) {
+		r = -EINVAL;
+	} else {
+		msg.msg_iovlen = (size_t)n;
+		r = pl_sendmsg_sock(s, &msg, 0);
+	}
+	pl_put(s);
+	return pl_ret(r);
+}
+
+/* A chunk of single-buffer messages in one qps_sendmmsg call: returns
+ * how many were accepted, or the first one's error. */
+static long mmsg_chunk(struct pl_sock *s, struct mmsghdr *v, unsigned int n,
+		       int qf)
+{
+	struct qps_msg m[PL_MMSG_CHUNK];
+	unsigned int i;
+	long r;
+
+	for (i = 0; i < n; i++) {
+		m[i].buf = v[i].msg_hdr.msg_iovlen ?
+			   v[i].msg_hdr.msg_iov[0].iov_base : NULL;
+		m[i].len = v[i].msg_hdr.msg_iovlen ?
+			   v[i].msg_hdr.msg_iov[0].iov_len : 0;
+		m[i].dest = v[i].msg_hdr.msg_name;
+		m[i].dest_len = v[i].msg_hdr.msg_namelen;
+		m[i].priority = -1;
+		m[i].result = 0;
+	}
+	r = qps_sendmmsg(s->ep, m, n, qf);
+	for (i = 0; r > 0 && i < (unsigned int)r; i++)
+		v[i].msg_len = (unsigned int)m[i].result;
+	return r;
+}
+
+static bool mmsg_simple(const struct mmsghdr *v, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (v[i].msg_hdr.msg_iovlen > 1)
+			return false;
+	return true;
+}
+
+PL_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	unsigned int done = 0;
+	struct pl_sock *s;
+	int qf = 0;
+	long r;
+
+	if (!pl_sym_ready())
+		return (int)syscall(SYS_sendmmsg, fd, v, n, flags);
+	s = v && n ? get_for(fd, v[0].msg_hdr.msg_name,
+			     v[0].msg_hdr.msg_namelen) : pl_get(fd);
+	if (!s)
+		return pl_real.sendmmsg(fd, v, n, flags);
+	if (n > UIO_MAXIOV)
+		n = UIO_MAXIOV;
+	r = !v && n ? -EFAULT : tx_flags(flags, &qf);
+	while (r >= 0 && done < n) {
+		unsigned int k = n - done > PL_MMSG_CHUNK ? PL_MMSG_CHUNK :
+				 n - done;
+
+		if (mmsg_simple(v + done, k)) {
+			r = sent(s, mmsg_chunk(s, v + done, k, qf), flags);
+		} else {
+			r = pl_sendmsg_sock(s, &v[done].msg_hdr, flags);
+			if (r >= 0)
+				v[done].msg_len = (unsigned int)r;
+			k = 1;
+			r = r >= 0 ? 1 : r;
+		}
+		if (r > 0)
+			done += (unsigned int)r;
+		if (r >= 0 && (unsigned int)r < k)
+			break;
+	}
+	pl_put(s);
+	/* As the kernel: what was sent counts; an error only when nothing
+	 * was. */
+	return done ? (int)done : (int)pl_ret(r < 0 ? r : 0);
+}

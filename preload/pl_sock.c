@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+/*
+ * An offloaded socket: the application's fd is a real kernel UDP socket
+ * (so fcntl, fstat, dup and close keep their kernel meaning) and the data
+ * path is a qpsock endpoint. The endpoint holds a duplicate of that
+ * socket, close-on-exec and adopted with qps_ep_adopt_fd():
+ *   - on packet and verbs the core binds it where the endpoint binds, so
+ *     the application's socket IS the one that holds the port in the
+ *     kernel's table (exclusive host-wide, no ICMP port-unreachable, the
+ *     port held as long as the socket lives), and delivers nothing;
+ *   - on emu the port lives in the emu wire's table; the kernel socket is
+ *     never bound, so it receives nothing and only gives the application
+ *     a real fd.
+ * The duplicate makes the socket live as long as the endpoint: the
+ * application's close() frees its fd number at once, as the kernel does,
+ * while a call still inside keeps both until it returns.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+/* Every socket not yet freed, for the destructor. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pl_sock *live;
+static int live_n;
+
+static void live_add(struct pl_sock *s)
+{
+	pthread_mutex_lock(&live_lock);
+	s->prev = NULL;
+	s->next = live;
+	if (live)
+		live->prev = s;
+	live = s;
+	live_n++;
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_del(struct pl_sock *s)
+{
+	pthread_mutex_lock(&live_lock);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		live = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	live_n--;
+	pthread_mutex_unlock(&live_lock);
+}
+
+void pl_sock_atfork_child(void)
+{
+	pthread_mutex_init(&live_lock, NULL);
+}
+
+int pl_live_count(void)
+{
+	return __atomic_load_n(&live_n, __ATOMIC_RELAXED);
+}
+
+static void addr_str(const struct sockaddr_in *a, char *buf, size_t size)
+{
+	char ip[INET_ADDRSTRLEN];
+
+	if (a->sin_family != AF_INET) {
+		(void)snprintf(buf, size, "-");
+		return;
+	}
+	if (!inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip)))
+		ip[0] = '\0';
+	(void)snprintf(buf, size, "%s:%u", ip, ntohs(a->sin_port));
+}
+
+void pl_sock_line(struct pl_sock *s, char *buf, size_t size)
+{
+	struct qps_ep_counters c;
+	char local[32], peer[32];
+
+	buf[0] = '\0';
+	if (qps_ep_stats(s->ep, &c, sizeof(c)) < 0)
+		return;
+	addr_str(&c.local, local, sizeof(local));
+	addr_str(&c.peer, peer, sizeof(peer));
+	(void)snprintf(buf, size,
+		 "fd %d udp %s peer %s: rx %llu datagrams (%llu bytes) tx "
+		 "%llu datagrams (%llu bytes) drops %llu (rx queue full %llu, "
+		 "tx %llu) via qpsock",
+		 s->fd, local, peer, (unsigned long long)c.rx_packets,
+		 (unsigned long long)c.rx_bytes,
+		 (unsigned long long)c.tx_packets,
+		 (unsigned long long)c.tx_bytes,
+		 (unsigned long long)c.rx_queue_full +
+		 (unsigned long long)c.tx_drops,
+		 (unsigned long long)c.rx_queue_full,
+		 (unsigned long long)c.tx_drops);
+}
+
+/* The line is taken while the endpoint is open, once. */
+static void sock_close_ep(struct pl_sock *s)
+{
+	if (!s->ep)
+		return;
+	if (pl_conf.stats && !s->fell_back) {
+		char line[256];
+
+		pl_sock_line(s, line, sizeof(line));
+		if (line[0])
+			pl_stats_keep(line);
+	}
+	qps_ep_close(s->ep);
+	s->ep = NULL;
+}
+
+void pl_sock_free(struct pl_sock *s)
+{
+	int e = errno;
+
+	live_del(s);
+	sock_close_ep(s);
+	if (s->kfd >= 0)
+		pl_real.close(s->kfd);
+	pl_sock_release(s);
+	errno = e;
+}
+
+void pl_live_close_all(void)
+{
+	struct pl_sock *s;
+
+	/* qps_ep_close() wakes a sleeping receiver and waits for it to
+	 * leave the core; its call then returns EBADF and drops its
+	 * reference. */
+	pthread_mutex_lock(&live_lock);
+	for (s = live; s; s = s->next)
+		sock_close_ep(s);
+	pthread_mutex_unlock(&live_lock);
+}
+
+static uint64_t next_id;
+
+void pl_sock_offload(int fd, int type)
+{
+	struct qps_ctx *ctx = pl_ctx_get();
+	int e = errno, ret;
+	socklen_t len = sizeof(int);
+	struct pl_sock *s;
+
+	if (!ctx)
+		return;
+	s = pl_sock_alloc();
+	if (!s) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	s->fd = fd;
+	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+	s->fresh = true;
+	s->kfd = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (s->kfd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &s->rcvbuf,
+			       &len) < 0)
+		s->rcvbuf = 0;
+	ret = qps_ep_create(ctx, QPS_EP_DGRAM, &s->ep);
+	if (!ret)
+		ret = qps_ep_adopt_fd(s->ep, s->kfd);
+	if (!ret && (type & SOCK_NONBLOCK))
+		ret = qps_set_nonblock(s->ep, 1);
+	if (ret < 0)
+		goto fail;
+	live_add(s);
+	ret = pl_install(fd, s);
+	/* The table's reference now keeps it; on failure this was the
+	 * last, and it goes. */
+	pl_put(s);
+	if (ret < 0) {
+		s = NULL;
+		goto fail;
+	}
+	errno = e;
+	return;
+fail:
+	if (s) {
+		if (s->ep)
+			qps_ep_close(s->ep);
+		if (s->kfd >= 0)
+			pl_real.close(s->kfd);
+		pl_sock_release(s);
+	}
+	if (pl_conf.debug)
+		pl_log("fd %d: not offloaded (%s): left on the kernel", fd,
+		       strerrordesc_np(-ret));
+	errno = e;
+}
+
+void pl_sock_fallback(int fd, struct pl_sock *s, const char *why)
+{
+	struct pl_sock *t = pl_remove(fd);
+
+	if (pl_conf.debug)
+		pl_log("fd %d: %s: left on the kernel", fd, why);
+	/* Another thread remapped the fd meanwhile: put that one back. */
+	if (t && t != s)
+		pl_install(fd, t);
+	else if (t)
+		t->fell_back = true;
+	pl_put(t);
+}
+
+static bool is_loopback(struct in_addr a)
+{
+	return (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* emu's wire is 198.18.0.0/24 inside the 198.18.0.0/15 benchmarking
+ * range: anything else cannot be reached through it. */
+static bool emu_reaches(struct in_addr a)
+{
+	return (ntohl(a.s_addr) & 0xfffe0000u) == 0xc6120000u;
+}
+
+static const struct sockaddr_in *sin_of(const struct sockaddr *a,
+					socklen_t len)
+{
+	if (!a || len < sizeof(struct sockaddr_in) || a->sa_family != AF_INET)
+		return NULL;
+	return (const struct sockaddr_in *)a;
+}
+
+bool pl_addr_for_bind(const struct sockaddr *a, socklen_t len)
+{
+	const struct sockaddr_in *sin = sin_of(a, len);
+	uint32_t h;
+
+	/* Malformed: qpsock gives the kernel's answer. */
+	if (!sin)
+		return true;
+	h = ntohl(sin->sin_addr.s_addr);
+	return h == INADDR_ANY || h == INADDR_BROADCAST || IN_MULTICAST(h) ||
+	       sin->sin_addr.s_addr == pl_ctx_info.addr.s_addr;
+}
+
+bool pl_addr_for_dest(const struct sockaddr *a, socklen_t len)
+{
+	const struct sockaddr_in *sin = sin_of(a, len);
+
+	if (!sin)
+		return true;
+	if (IN_MULTICAST(ntohl(sin->sin_addr.s_addr)))
+		return true;
+	if (is_loopback(sin->sin_addr))
+		return false;
+	return !pl_ctx_info.emu || emu_reaches(sin->sin_addr);
+}

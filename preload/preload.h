@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libqpsock-preload.so internals (docs/preload.md). One job per file:
+ *   pl_sym.c    the next definitions of the interposed calls
+ *   pl_conf.c   configuration from the environment
+ *   pl_ctx.c    the process's context: init, fork, exit, stats lines
+ *   pl_fdtab.c  fd -> offloaded socket, reference counted
+ *   pl_sock.c   making, falling back and freeing an offloaded socket
+ *   pl_socket.c socket, bind, connect, close, shutdown, dup, fcntl, ioctl,
+ *               getsockname, getpeername
+ *   pl_opts.c   setsockopt, getsockopt
+ *   pl_send.c   send family; pl_recv.c receive family
+ *   pl_poll.c   poll, ppoll, select, pselect
+ *   pl_epoll.c  epoll_ctl, epoll_wait, epoll_pwait
+ *   pl_signal.c sigaction, signal: SA_RESTART for blocking calls
+ *
+ * The qpsock core returns -errno and never touches errno; the interposed
+ * calls are the one place errno is set (pl_ret).
+ */
+#ifndef QPS_PRELOAD_H
+#define QPS_PRELOAD_H
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <qpsock/qpsock.h>
+
+#define PL_EXPORT __attribute__((visibility("default")))
+
+/* pl_sym.c. Each pointer is the definition after ours (libc's). */
+struct pl_real {
+	int (*socket)(int, int, int);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*close)(int);
+	int (*shutdown)(int, int);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	int (*fcntl64)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
+	int (*getsockname)(int, struct sockaddr *, socklen_t *);
+	int (*getpeername)(int, struct sockaddr *, socklen_t *);
+	int (*setsockopt)(int, int, int, const void *, socklen_t);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int,
+			  const struct sockaddr *, socklen_t);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
+			    socklen_t *);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
+			struct timespec *);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
+		     const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *,
+		       const struct timespec *, const sigset_t *);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int,
+			   const sigset_t *);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	int (*epoll_pwait2)(int, struct epoll_event *, int,
+			    const struct timespec *, const sigset_t *);
+};
+
+extern struct pl_real pl_real;
+/* Resolves pl_real once. False only on the thread that is resolving
+ * (dlsym may allocate, and an allocator may read or open files): its
+ * calls must then go to the kernel without pl_real. */
+bool pl_sym_ready(void);
+
+/* pl_conf.c */
+struct pl_conf {
+	bool offload;		/* QPS_PRELOAD_OFFLOAD is not "none" */
+	bool stats;		/* QPS_PRELOAD_STATS=1 */
+	bool debug;		/* QPS_PRELOAD_DEBUG=1 */
+	struct in_addr addr;	/* QPS_ADDR, or INADDR_ANY */
+	int rmem_max;		/* net.core.rmem_max, bytes */
+};
+
+extern struct pl_conf pl_conf;
+void pl_conf_load(void);
+void pl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* pl_ctx.c */
+enum pl_state { PL_BEFORE, PL_RUNNING, PL_AFTER };
+extern int pl_state;		/* enum pl_state, atomic */
+/* True in a vfork child: it shares our memory (the fd table too) but has
+ * its own fds, so its close/dup must not touch the table. */
+bool pl_vforked(void);
+struct qps_ctx *pl_ctx_get(void);
+/* What the open context is: address, PKTINFO interface, emu or not. */
+struct pl_ctx_info {
+	struct in_addr addr;
+	int ifindex;
+	bool emu;
+};
+extern struct pl_ctx_info pl_ctx_info;
+void pl_stats_keep(const char *line);
+
+/* pl_fdtab.c */
+#define PL_PENDING_JOINS 8
+
+struct pl_sock {
+	int refs;		/* atomic: table entries + calls inside; first */
+	int fd;			/* the fd it was made on, for messages */
+	uint64_t id;		/* unique in the process: names it weakly */
+	int kfd;		/* our duplicate of the kernel socket */
+	struct qps_ep *ep;
+	bool fresh;		/* unbound, unconnected: may fall back */
+	bool fell_back;		/* left on the kernel: no stats line */
+	bool pktinfo;		/* IP_PKTINFO */
+	bool ts, tsns;		/* SO_TIMESTAMP, SO_TIMESTAMPNS */
+	bool rcvtimeo, sndtimeo;	/* a timeout is set: no restart */
+	int rcvbuf;		/* SO_RCVBUF as getsockopt reads it */
+	/* Memberships asked before bind (the kernel takes them, the core
+	 * needs a port): joined by pl_joins_apply() once bound. */
+	struct qps_mreq pending[PL_PENDING_JOINS];
+	int npending;
+	struct pl_sock *next, *prev;	/* pl_live list */
+};
+
+int pl_fdtab_init(void);
+/* Type-stable socket memory (pl_fdtab.c): one reference, the caller's. */
+struct pl_sock *pl_sock_alloc(void);
+void pl_sock_release(struct pl_sock *s);
+struct pl_sock *pl_get(int fd);
+/* Whether @fd is offloaded now (no reference: a hint). */
+bool pl_mapped(int fd);
+void pl_put(struct pl_sock *s);
+/* Maps @fd to @s, taking a reference; replaces nothing (-EEXIST). */
+int pl_install(int fd, struct pl_sock *s);
+/* Unmaps @fd; returns the table's reference, or NULL. */
+struct pl_sock *pl_remove(int fd);
+/* Makes @newfd (a duplicate of @oldfd just made) name @oldfd's socket. */
+void pl_dup_map(int oldfd, int newfd);
+/* Unmaps every fd, for the destructor. */
+void pl_fdtab_clear(void);
+/* Reinitialises the lock in a fork child. */
+void pl_fdtab_atfork_child(void);
+
+/* pl_sock.c */
+void pl_sock_offload(int fd, int type);
+void pl_sock_free(struct pl_sock *s);
+/* Leaves @fd on the kernel: its socket was never bound or connected. */
+void pl_sock_fallback(int fd, struct pl_sock *s, const char *why);
+bool pl_addr_for_bind(const struct sockaddr *a, socklen_t len);
+bool pl_addr_for_dest(const struct sockaddr *a, socklen_t len);
+void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
+void pl_sock_atfork_child(void);
+void pl_live_close_all(void);
+int pl_live_count(void);
+
+/* pl_opts.c: the memberships asked before bind, now that it is bound. */
+void pl_joins_apply(struct pl_sock *s);
+
+/* pl_signal.c. Around a blocking core call: clear, then after -EINTR,
+ * whether the handler that ran asked for SA_RESTART. */
+void pl_sig_clear(void);
+bool pl_sig_restart(void);
+
+/* pl_epoll.c: forget what we know of an epoll fd being closed. */
+void pl_epset_close(int epfd);
+void pl_epoll_atfork_child(void);
+
+/* The return value of an interposed call from a core result. */
+static inline long pl_ret(long r)
+{
+	if (r >= 0)
+		return r;
+	/* The core's answer for a socket inherited across fork. */
+	errno = r == -ECHILD ? EBADFD : (int)-r;
+	return -1;
+}
+
+/* pl_recv.c, shared by read/readv/recvmmsg. */
+ssize_t pl_recvmsg_sock(struct pl_sock *s, struct msghdr *msg, int flags);
+ssize_t pl_sendmsg_sock(struct pl_sock *s, const struct msghdr *msg,
+			int flags);
+
+/* Fortified entries, declared here since the preload builds without
+ * _FORTIFY_SOURCE (its headers would inline the plain calls). */
+ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+		       int flags, struct sockaddr *from, socklen_t *fromlen);
+ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		const sigset_t *mask, size_t fdslen);
+void __chk_fail(void) __attribute__((noreturn));
+/* glibc 2.35; declared here for older headers. */
+int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
+		 const struct timespec *ts, const sigset_t *mask);
+int fcntl64(int fd, int cmd, ...);
+
+#endif /* QPS_PRELOAD_H */

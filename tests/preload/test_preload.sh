@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# test_preload.sh PART QPSOCK_RUN TEST_PRELOAD_CALLS SRCDIR - programs
+# under qpsock-run on a private emu wire (docs/preload.md):
+#   calls     test_preload_calls under the preload, the same assertions
+#             test_preload_calls_kernel makes on the kernel;
+#   fortify   the same, built with _FORTIFY_SOURCE=2 (__recv_chk...);
+#   sockperf  sockperf server and client both under qpsock-run, ping-pong
+#             with each of sockperf's waits (recvfrom, epoll, poll,
+#             select): 0 dropped, and the --stats lines show the
+#             datagrams went through qpsock;
+#   python    test_preload.py (stdlib only) under the preload, and a
+#             program exec'd by a shell under qpsock-run;
+#   packet    sockperf under qpsock-run --provider packet in one network
+#             namespace against a kernel sockperf in another (a veth pair
+#             this script makes and deletes), both directions; needs root.
+# Exit 77 (skipped) when a program it needs is missing.
+set -u
+
+part=$1 calls=$3 src=$4
+run=(sh "$2")
+# A sanitizer's runtime must come first in a process; preloaded into
+# programs (sockperf, python3, the test) an instrumented preload cannot.
+if [[ -n "${QPS_TEST_SANITIZE:-}" ]]; then
+	echo "test_preload $part: skipped: built with QPS_SANITIZE=$QPS_TEST_SANITIZE"
+	exit 77
+fi
+wire="pl-$part-$$"
+tmp=$(mktemp -d)
+export QPS_DEV=$wire
+unset QPS_PROVIDER
+
+cleanup() {
+	[[ -n "${srv:-}" ]] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+	if [[ -n "${ns_a:-}" ]]; then
+		ip netns pids "$ns_a" 2>/dev/null | xargs -r kill 2>/dev/null
+		ip netns pids "$ns_b" 2>/dev/null | xargs -r kill 2>/dev/null
+		ip netns del "$ns_a" 2>/dev/null
+		ip netns del "$ns_b" 2>/dev/null
+	fi
+	rm -rf "$tmp"
+	# Every process destroys its context at exit; a crash must not
+	# leave the wire behind.
+	rm -f /dev/shm/qpsock-emu-"$wire"* 2>/dev/null
+}
+trap cleanup EXIT
+
+fail() {
+	echo "test_preload $part: FAIL: $*"
+	exit 1
+}
+
+case $part in
+calls)
+	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$calls" ||
+		fail "test_preload_calls under the preload"
+	;;
+fortify)
+	# Built with _FORTIFY_SOURCE=2 beside test_preload_calls.
+	prog=${calls}_fortify
+	nm -D "$prog" | grep -q __recv_chk ||
+		fail "$prog calls no fortified entry"
+	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$prog" ||
+		fail "fortified test_preload_calls under the preload"
+	;;
+sockperf)
+	command -v sockperf >/dev/null || {
+		echo "test_preload sockperf: skipped: sockperf not installed"
+		exit 77
+	}
+	printf 'U:198.18.0.1:11111\nU:198.18.0.1:11112\n' >"$tmp/feed"
+	for io in recvfrom epoll poll select; do
+		if [[ $io == recvfrom ]]; then
+			sargs=(-i 198.18.0.1 -p 11112)
+		else
+			sargs=(-f "$tmp/feed" -F "$io")
+		fi
+		"${run[@]}" --stats --addr 198.18.0.1 sockperf sr "${sargs[@]}" \
+			>"$tmp/sr.$io" 2>&1 &
+		srv=$!
+		sleep 1
+		timeout 30 "${run[@]}" --stats sockperf pp -i 198.18.0.1 -p 11112 \
+			-t 1 -m 64 >"$tmp/pp.$io" 2>&1 ||
+			{ cat "$tmp/pp.$io"; fail "sockperf pp ($io) failed"; }
+		kill -INT "$srv"
+		wait "$srv"
+		srv=
+		cat "$tmp/pp.$io" "$tmp/sr.$io" |
+			grep -E 'dropped messages|Summary|qpsock-preload'
+		grep -q '# dropped messages = 0;' "$tmp/pp.$io" ||
+			fail "sockperf ($io): messages dropped"
+		# Replies the client got went through qpsock on both sides.
+		got=$(sed -n 's/.*ReceivedMessages=\([0-9]*\).*/\1/p' \
+			"$tmp/pp.$io" | head -1)
+		[[ -n "$got" && "$got" -gt 0 ]] ||
+			fail "sockperf ($io): nothing received"
+		crx=$(sed -n 's/.*rx \([0-9]*\) datagrams.*via qpsock/\1/p' \
+			"$tmp/pp.$io" | head -1)
+		stx=$(sed -n 's/.*udp 198.18.0.1:11112 .*tx \([0-9]*\) datagrams.*/\1/p' \
+			"$tmp/sr.$io" | head -1)
+		[[ -n "$crx" && "$crx" -ge "$got" ]] ||
+			fail "sockperf ($io): client stats rx '$crx' < $got"
+		[[ -n "$stx" && "$stx" -ge "$got" ]] ||
+			fail "sockperf ($io): server stats tx '$stx' < $got"
+	done
+	;;
+python)
+	command -v python3 >/dev/null || {
+		echo "test_preload python: skipped: no python3"
+		exit 77
+	}
+	"${run[@]}" --stats --addr 198.18.0.1 python3 "$src/test_preload.py" \
+		198.18.0.1 || fail "test_preload.py under the preload"
+	# The preload survives exec: a program started by a shell started by
+	# qpsock-run is offloaded too.
+	"${run[@]}" --stats sh -c 'exec python3 -c "import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((\"\", 5700))
+s.close()"' 2>"$tmp/exec.err" || fail "python3 after exec"
+	cat "$tmp/exec.err"
+	grep -q 'udp 0.0.0.0:5700 .*via qpsock' "$tmp/exec.err" ||
+		fail "the program after exec was not offloaded"
+	;;
+packet)
+	if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null ||
+		! command -v sockperf >/dev/null; then
+		echo "test_preload packet: skipped: needs root, ip and sockperf"
+		exit 77
+	fi
+	ns_a=plpa$$ ns_b=plpb$$ if_a=plva$$ if_b=plvb$$
+	if ! { ip netns add "$ns_a" && ip netns add "$ns_b" &&
+		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
+			netns "$ns_b" &&
+		ip -n "$ns_a" addr add 10.79.0.1/24 dev "$if_a" &&
+		ip -n "$ns_b" addr add 10.79.0.2/24 dev "$if_b" &&
+		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+		ip -n "$ns_a" link set "$if_a" up &&
+		ip -n "$ns_b" link set "$if_b" up; }; then
+		echo "test_preload packet: skipped: cannot make namespaces here"
+		exit 77
+	fi
+	# qpsock server, kernel client; then kernel server, qpsock client.
+	for dir in in out; do
+		if [[ $dir == in ]]; then
+			ip netns exec "$ns_a" "${run[@]}" --provider packet \
+				--dev "$if_a" --stats sockperf sr -i 10.79.0.1 \
+				-p 11111 >"$tmp/sr.$dir" 2>&1 &
+			srv=$!
+			sleep 1
+			ip netns exec "$ns_b" timeout 30 sockperf pp \
+				-i 10.79.0.1 -p 11111 -t 1 -m 64 \
+				>"$tmp/pp.$dir" 2>&1 || fail "kernel sockperf pp"
+			qps=$tmp/sr.$dir
+		else
+			ip netns exec "$ns_b" sockperf sr -i 10.79.0.2 \
+				-p 11111 >"$tmp/sr.$dir" 2>&1 &
+			srv=$!
+			sleep 1
+			ip netns exec "$ns_a" timeout 30 "${run[@]}" --provider \
+				packet --dev "$if_a" --stats sockperf pp \
+				-i 10.79.0.2 -p 11111 -t 1 -m 64 \
+				>"$tmp/pp.$dir" 2>&1 || fail "qpsock sockperf pp"
+			qps=$tmp/pp.$dir
+		fi
+		ip netns pids "$ns_a" | xargs -r kill -INT
+		ip netns pids "$ns_b" | xargs -r kill -INT
+		wait "$srv"
+		srv=
+		grep -hE 'dropped messages|Summary|qpsock-preload' \
+			"$tmp/pp.$dir" "$tmp/sr.$dir"
+		grep -q '# dropped messages = 0;' "$tmp/pp.$dir" ||
+			fail "sockperf ($dir): messages dropped"
+		got=$(sed -n 's/.*ReceivedMessages=\([0-9]*\).*/\1/p' \
+			"$tmp/pp.$dir" | head -1)
+		n=$(sed -n 's/.*rx \([0-9]*\) datagrams.*via qpsock/\1/p' \
+			"$qps" | head -1)
+		[[ -n "$got" && "$got" -gt 0 && -n "$n" && "$n" -ge "$got" ]] ||
+			fail "sockperf ($dir): $got replies, qpsock rx '$n'"
+	done
+	;;
+*)
+	fail "unknown part $part"
+	;;
+esac
+echo "test_preload $part: ok"

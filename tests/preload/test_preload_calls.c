@@ -1,0 +1,815 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Plain BSD socket calls, one test per call family, run twice by ctest:
+ * on the kernel (loopback) and under libqpsock-preload.so (emu), with the
+ * same assertions: whatever a test checks, the kernel does. Where the
+ * preload keeps a documented rule of its own (fork), the test says so.
+ *
+ * Environment: PL_TEST_ADDR, the local address to use (127.0.0.1 on the
+ * kernel, the emu context's address under the preload).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/Basic.h>
+
+static struct in_addr local;
+static bool preloaded;
+
+#define EQ(a, b) CU_ASSERT_EQUAL((long)(a), (long)(b))
+/* A call that must fail with @e. */
+#define FAILS(call, e) do { \
+	errno = 0; \
+	EQ((call), -1); \
+	EQ(errno, (e)); \
+} while (0)
+
+static struct sockaddr_in sin_at(unsigned short port)
+{
+	struct sockaddr_in s = { .sin_family = AF_INET, .sin_addr = local,
+				 .sin_port = htons(port) };
+
+	return s;
+}
+
+/* A UDP socket bound to an ephemeral port of the local address. */
+static int bound(struct sockaddr_in *out)
+{
+	struct sockaddr_in s = sin_at(0);
+	socklen_t l = sizeof(s);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_FATAL(bind(fd, (struct sockaddr *)&s, sizeof(s)) == 0);
+	CU_ASSERT_FATAL(getsockname(fd, (struct sockaddr *)out, &l) == 0);
+	return fd;
+}
+
+/* Waits up to 2 s for @fd to be readable, so a datagram just sent
+ * (emu progresses in the receiver) is there before a non-blocking
+ * call looks. */
+static void wait_in(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	EQ(poll(&p, 1, 2000), 1);
+}
+
+static void test_socket_flags(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	char b[8];
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	CU_ASSERT(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	FAILS(recv(fd, b, sizeof(b), 0), EAGAIN);
+	EQ(close(fd), 0);
+	FAILS(close(fd), EBADF);
+	FAILS(recv(fd, b, sizeof(b), 0), EBADF);
+	/* Not UDP: the kernel's own, untouched. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT(fd >= 0);
+	close(fd);
+	FAILS(socket(AF_INET, SOCK_DGRAM, IPPROTO_TCP), EPROTONOSUPPORT);
+}
+
+static void test_bind_names(void)
+{
+	struct sockaddr_in a, b, got;
+	socklen_t l = sizeof(got);
+	int one = 1, fa, fb, fc;
+
+	fa = bound(&a);
+	CU_ASSERT(a.sin_port != 0);
+	EQ(a.sin_addr.s_addr, local.s_addr);
+	/* Bound twice; the port taken. */
+	FAILS(bind(fa, (struct sockaddr *)&a, sizeof(a)), EINVAL);
+	fb = socket(AF_INET, SOCK_DGRAM, 0);
+	FAILS(bind(fb, (struct sockaddr *)&a, sizeof(a)), EADDRINUSE);
+	FAILS(bind(fb, (struct sockaddr *)&a, 2), EINVAL);
+	FAILS(getpeername(fa, (struct sockaddr *)&got, &l), ENOTCONN);
+	/* Both with SO_REUSEADDR share a port. */
+	fc = socket(AF_INET, SOCK_DGRAM, 0);
+	EQ(setsockopt(fb, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	EQ(setsockopt(fc, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	b = sin_at(0);
+	EQ(bind(fb, (struct sockaddr *)&b, sizeof(b)), 0);
+	l = sizeof(b);
+	EQ(getsockname(fb, (struct sockaddr *)&b, &l), 0);
+	EQ(l, sizeof(b));
+	EQ(bind(fc, (struct sockaddr *)&b, sizeof(b)), 0);
+	/* A short buffer: truncated, the full length reported. */
+	l = 4;
+	memset(&got, 0, sizeof(got));
+	EQ(getsockname(fc, (struct sockaddr *)&got, &l), 0);
+	EQ(l, sizeof(got));
+	EQ(got.sin_port, b.sin_port);
+	EQ(got.sin_addr.s_addr, 0);
+	close(fa);
+	close(fb);
+	close(fc);
+}
+
+static void test_connect(void)
+{
+	struct sockaddr_in a, b, got;
+	struct sockaddr un = { .sa_family = AF_UNSPEC };
+	socklen_t l = sizeof(got);
+	int fa = bound(&a), fb = bound(&b);
+	char buf[16];
+
+	EQ(connect(fa, (struct sockaddr *)&b, sizeof(b)), 0);
+	EQ(getpeername(fa, (struct sockaddr *)&got, &l), 0);
+	EQ(got.sin_port, b.sin_port);
+	EQ(got.sin_addr.s_addr, b.sin_addr.s_addr);
+	EQ(send(fa, "ping", 4, 0), 4);
+	wait_in(fb);
+	EQ(recv(fb, buf, sizeof(buf), 0), 4);
+	/* A connected socket takes only its peer's datagrams. */
+	EQ(sendto(fb, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)), 1);
+	wait_in(fa);
+	EQ(recv(fa, buf, sizeof(buf), MSG_DONTWAIT), 1);
+	EQ(connect(fa, &un, sizeof(un)), 0);
+	FAILS(getpeername(fa, (struct sockaddr *)&got, &l), ENOTCONN);
+	FAILS(send(fa, "x", 1, 0), EDESTADDRREQ);
+	close(fa);
+	close(fb);
+}
+
+static void test_send_recv(void)
+{
+	struct sockaddr_in a, b, src;
+	socklen_t sl = sizeof(src);
+	int fa = bound(&a), fb = bound(&b);
+	char buf[64] = { 0 }, x[4] = "abc", y[5] = "defg", r1[3], r2[16];
+	struct iovec iov[2] = { { x, 3 }, { y, 4 } };
+	struct iovec rv[2] = { { r1, sizeof(r1) }, { r2, sizeof(r2) } };
+	struct msghdr mh = { .msg_name = &b, .msg_namelen = sizeof(b),
+			     .msg_iov = iov, .msg_iovlen = 2 };
+	struct mmsghdr mm[3], rm[4];
+	char mb[3][8], rb[4][8];
+	struct iovec mi[3], ri[4];
+	int i;
+
+	EQ(sendto(fa, "hello", 5, 0, (struct sockaddr *)&b, sizeof(b)), 5);
+	wait_in(fb);
+	EQ(recvfrom(fb, buf, sizeof(buf), 0, (struct sockaddr *)&src, &sl), 5);
+	CU_ASSERT(memcmp(buf, "hello", 5) == 0);
+	EQ(sl, sizeof(src));
+	EQ(src.sin_port, a.sin_port);
+	EQ(src.sin_addr.s_addr, a.sin_addr.s_addr);
+
+	EQ(connect(fa, (struct sockaddr *)&b, sizeof(b)), 0);
+	EQ(write(fa, "w", 1), 1);
+	wait_in(fb);
+	EQ(read(fb, buf, sizeof(buf)), 1);
+	EQ(read(fb, buf, 0), 0);
+
+	/* Gathered into one datagram, scattered on receipt. */
+	EQ(writev(fa, iov, 2), 7);
+	wait_in(fb);
+	EQ(readv(fb, rv, 2), 7);
+	CU_ASSERT(memcmp(r1, "abc", 3) == 0 && memcmp(r2, "defg", 4) == 0);
+	EQ(connect(fa, (struct sockaddr *)&(struct sockaddr){
+		.sa_family = AF_UNSPEC }, sizeof(struct sockaddr)), 0);
+
+	EQ(sendmsg(fa, &mh, 0), 7);
+	wait_in(fb);
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_name = &src;
+	mh.msg_namelen = sizeof(src);
+	mh.msg_iov = rv;
+	mh.msg_iovlen = 2;
+	EQ(recvmsg(fb, &mh, 0), 7);
+	EQ(mh.msg_namelen, sizeof(src));
+	/* Not a's first port: Linux gives an ephemeral port bound with
+	 * port 0 back at the AF_UNSPEC connect and picks another at the
+	 * next send (qpsock keeps it; docs/preload.md). */
+	sl = sizeof(a);
+	EQ(getsockname(fa, (struct sockaddr *)&a, &sl), 0);
+	EQ(src.sin_port, a.sin_port);
+	EQ(mh.msg_flags, 0);
+
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < 3; i++) {
+		snprintf(mb[i], sizeof(mb[i]), "m%d", i);
+		mi[i] = (struct iovec){ mb[i], 2 };
+		mm[i].msg_hdr.msg_iov = &mi[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+		mm[i].msg_hdr.msg_name = &b;
+		mm[i].msg_hdr.msg_namelen = sizeof(b);
+	}
+	EQ(sendmmsg(fa, mm, 3, 0), 3);
+	EQ(mm[2].msg_len, 2);
+	memset(rm, 0, sizeof(rm));
+	for (i = 0; i < 4; i++) {
+		ri[i] = (struct iovec){ rb[i], sizeof(rb[i]) };
+		rm[i].msg_hdr.msg_iov = &ri[i];
+		rm[i].msg_hdr.msg_iovlen = 1;
+	}
+	wait_in(fb);
+	/* Three queued, four asked: MSG_WAITFORONE returns what is there
+	 * (loopback and emu both deliver the batch at once; wait_in only
+	 * saw the first, so give the rest a moment). */
+	usleep(20000);
+	EQ(recvmmsg(fb, rm, 4, MSG_WAITFORONE, NULL), 3);
+	EQ(rm[1].msg_len, 2);
+	CU_ASSERT(memcmp(rb[2], "m2", 2) == 0);
+	close(fa);
+	close(fb);
+}
+
+static void test_recv_flags(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b);
+	char buf[64], small[4];
+	struct iovec iov = { small, sizeof(small) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	FAILS(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), EAGAIN);
+	EQ(sendto(fa, "0123456789", 10, 0, (struct sockaddr *)&b,
+		  sizeof(b)), 10);
+	wait_in(fb);
+	EQ(recv(fb, buf, sizeof(buf), MSG_PEEK), 10);
+	EQ(recv(fb, small, sizeof(small), MSG_PEEK | MSG_TRUNC), 10);
+	EQ(recvmsg(fb, &mh, 0), 4);
+	CU_ASSERT(mh.msg_flags & MSG_TRUNC);
+	CU_ASSERT(memcmp(small, "0123", 4) == 0);
+	FAILS(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), EAGAIN);
+	close(fa);
+	close(fb);
+}
+
+/* Lengths known only at run time: built with _FORTIFY_SOURCE these are
+ * __recv_chk, __recvfrom_chk, __read_chk and __poll_chk. */
+static void test_fortified(void)
+{
+	struct sockaddr_in a, b, src;
+	socklen_t sl = sizeof(src);
+	int fa = bound(&a), fb = bound(&b);
+	volatile size_t n = 16;
+	volatile nfds_t nf = 1;
+	struct pollfd p = { .fd = fb, .events = POLLIN };
+	char buf[16];
+	int i;
+
+	for (i = 0; i < 3; i++)
+		EQ(sendto(fa, "fort", 4, 0, (struct sockaddr *)&b,
+			  sizeof(b)), 4);
+	EQ(poll(&p, nf, 2000), 1);
+	usleep(20000);
+	EQ(recv(fb, buf, n, 0), 4);
+	EQ(recvfrom(fb, buf, n, 0, (struct sockaddr *)&src, &sl), 4);
+	EQ(src.sin_port, a.sin_port);
+	EQ(read(fb, buf, n), 4);
+	close(fa);
+	close(fb);
+}
+
+static void test_cmsg(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), one = 1;
+	char buf[16], ctl[256];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	bool pi = false, ts = false;
+
+	EQ(setsockopt(fb, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)), 0);
+	EQ(setsockopt(fb, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)), 0);
+	EQ(sendto(fa, "t", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fb);
+	EQ(recvmsg(fb, &mh, 0), 1);
+	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo p;
+
+			memcpy(&p, CMSG_DATA(c), sizeof(p));
+			EQ(p.ipi_addr.s_addr, local.s_addr);
+			pi = true;
+		}
+		if (c->cmsg_level == SOL_SOCKET &&
+		    c->cmsg_type == SCM_TIMESTAMP) {
+			struct timeval tv;
+
+			memcpy(&tv, CMSG_DATA(c), sizeof(tv));
+			CU_ASSERT(labs(tv.tv_sec - time(NULL)) <= 2);
+			ts = true;
+		}
+	}
+	CU_ASSERT(pi);
+	CU_ASSERT(ts);
+	close(fa);
+	close(fb);
+}
+
+static void test_fcntl_ioctl(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), n = -1, on = 1, off = 0;
+	char buf[256];
+
+	EQ(fcntl(fb, F_SETFL, fcntl(fb, F_GETFL) | O_NONBLOCK), 0);
+	FAILS(recv(fb, buf, sizeof(buf), 0), EAGAIN);
+	EQ(fcntl(fb, F_SETFL, fcntl(fb, F_GETFL) & ~O_NONBLOCK), 0);
+	CU_ASSERT(!(fcntl(fb, F_GETFL) & O_NONBLOCK));
+	EQ(ioctl(fb, FIONBIO, &on), 0);
+	CU_ASSERT(fcntl(fb, F_GETFL) & O_NONBLOCK);
+	FAILS(recv(fb, buf, sizeof(buf), 0), EAGAIN);
+	EQ(ioctl(fb, FIONBIO, &off), 0);
+	EQ(ioctl(fb, FIONREAD, &n), 0);
+	EQ(n, 0);
+	memset(buf, 'z', sizeof(buf));
+	EQ(sendto(fa, buf, 100, 0, (struct sockaddr *)&b, sizeof(b)), 100);
+	EQ(sendto(fa, buf, 30, 0, (struct sockaddr *)&b, sizeof(b)), 30);
+	wait_in(fb);
+	usleep(20000);
+	/* The next datagram's size, not the bytes queued. */
+	EQ(ioctl(fb, FIONREAD, &n), 0);
+	EQ(n, 100);
+	close(fa);
+	close(fb);
+}
+
+static int get_int(int fd, int level, int name)
+{
+	int v = -12345;
+	socklen_t l = sizeof(v);
+
+	EQ(getsockopt(fd, level, name, &v, &l), 0);
+	EQ(l, sizeof(v));
+	return v;
+}
+
+static void test_options(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), v;
+	struct timeval tv = { 0, 100000 }, got;
+	socklen_t l = sizeof(got);
+	struct timespec t0, t1;
+	struct sockaddr_in a;
+	char buf[8];
+
+	v = 65536;
+	EQ(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)), 0);
+	EQ(get_int(fd, SOL_SOCKET, SO_RCVBUF), 2 * 65536);
+	v = 1;
+	EQ(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &v, sizeof(v)), 0);
+	EQ(get_int(fd, SOL_SOCKET, SO_REUSEADDR), 1);
+	v = 7;
+	EQ(setsockopt(fd, IPPROTO_IP, IP_TTL, &v, sizeof(v)), 0);
+	EQ(get_int(fd, IPPROTO_IP, IP_TTL), 7);
+	v = 0;
+	FAILS(setsockopt(fd, IPPROTO_IP, IP_TTL, &v, sizeof(v)), EINVAL);
+	v = 0x10;
+	EQ(setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof(v)), 0);
+	EQ(get_int(fd, IPPROTO_IP, IP_TOS), 0x10);
+	v = 3;
+	EQ(setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &v, sizeof(v)), 0);
+	EQ(get_int(fd, IPPROTO_IP, IP_MULTICAST_TTL), 3);
+	EQ(get_int(fd, SOL_SOCKET, SO_ERROR), 0);
+	EQ(get_int(fd, SOL_SOCKET, SO_TYPE), SOCK_DGRAM);
+	FAILS(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, 1), EINVAL);
+	FAILS(setsockopt(fd, SOL_SOCKET, 9999, &v, sizeof(v)), ENOPROTOOPT);
+	/* SO_RCVTIMEO: a blocking receive gives up with EAGAIN. */
+	EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	EQ(getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &got, &l), 0);
+	EQ(got.tv_usec, 100000);
+	a = sin_at(0);
+	EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	FAILS(recv(fd, buf, sizeof(buf), 0), EAGAIN);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CU_ASSERT((t1.tv_sec - t0.tv_sec) * 1000 +
+		  (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 90);
+	close(fd);
+}
+
+static void test_shutdown(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b);
+	char buf[8];
+
+	FAILS(shutdown(fb, SHUT_RD), ENOTCONN);
+	/* Shut down for reading: an empty queue reads 0 at once. */
+	EQ(recv(fb, buf, sizeof(buf), 0), 0);
+	EQ(connect(fa, (struct sockaddr *)&b, sizeof(b)), 0);
+	EQ(shutdown(fa, SHUT_WR), 0);
+	FAILS(send(fa, "x", 1, MSG_NOSIGNAL), EPIPE);
+	FAILS(shutdown(fa, 42), EINVAL);
+	close(fa);
+	close(fb);
+}
+
+static void test_poll_select_epoll(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), p[2], ep;
+	struct pollfd pf[2];
+	struct epoll_event ev, out[4];
+	struct timeval tv = { 0, 50000 };
+	fd_set rd;
+	char buf[8];
+
+	CU_ASSERT_FATAL(pipe(p) == 0);
+	pf[0] = (struct pollfd){ .fd = p[0], .events = POLLIN };
+	pf[1] = (struct pollfd){ .fd = fb, .events = POLLIN };
+	EQ(poll(pf, 2, 50), 0);
+	EQ(sendto(fa, "x", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	EQ(poll(pf, 2, 2000), 1);
+	EQ(pf[0].revents, 0);
+	EQ(pf[1].revents, POLLIN);
+	EQ(write(p[1], "y", 1), 1);
+	EQ(poll(pf, 2, 2000), 2);
+	/* Writable, as a kernel UDP socket always is. */
+	pf[1].events = POLLOUT;
+	EQ(poll(&pf[1], 1, 0), 1);
+	EQ(pf[1].revents, POLLOUT);
+
+	FD_ZERO(&rd);
+	FD_SET(p[0], &rd);
+	FD_SET(fb, &rd);
+	EQ(select((fb > p[0] ? fb : p[0]) + 1, &rd, NULL, NULL, &tv), 2);
+	CU_ASSERT(FD_ISSET(fb, &rd) && FD_ISSET(p[0], &rd));
+
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.fd = fb };
+	EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fb, &ev), 0);
+	FAILS(epoll_ctl(ep, EPOLL_CTL_ADD, fb, &ev), EEXIST);
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.fd = p[0] };
+	EQ(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), 0);
+	EQ(epoll_wait(ep, out, 4, 1000), 2);
+	EQ(recv(fb, buf, sizeof(buf), 0), 1);
+	EQ(read(p[0], buf, sizeof(buf)), 1);
+	EQ(epoll_wait(ep, out, 4, 50), 0);
+	EQ(sendto(fa, "z", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	EQ(epoll_wait(ep, out, 4, 2000), 1);
+	EQ(out[0].data.fd, fb);
+	EQ(out[0].events, EPOLLIN);
+	EQ(epoll_ctl(ep, EPOLL_CTL_DEL, fb, NULL), 0);
+	FAILS(epoll_ctl(ep, EPOLL_CTL_DEL, fb, NULL), ENOENT);
+	EQ(epoll_wait(ep, out, 4, 50), 0);
+	close(ep);
+	close(p[0]);
+	close(p[1]);
+	close(fa);
+	close(fb);
+}
+
+static void test_dup(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), d, d2;
+	char buf[8];
+
+	d = dup(fb);
+	CU_ASSERT_FATAL(d >= 0);
+	d2 = fcntl(fb, F_DUPFD_CLOEXEC, 100);
+	CU_ASSERT(d2 >= 100);
+	EQ(close(fb), 0);
+	EQ(sendto(fa, "d", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(d);
+	EQ(recv(d, buf, sizeof(buf), 0), 1);
+	/* dup2 over another socket: that one is closed, the name moves. */
+	EQ(dup2(d, fa), fa);
+	EQ(sendto(d2, "e", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fa);
+	EQ(recv(fa, buf, sizeof(buf), 0), 1);
+	close(d);
+	close(d2);
+	close(fa);
+}
+
+struct blocked {
+	int fd;
+	ssize_t ret;
+	int err;
+};
+
+static void *recv_thread(void *arg)
+{
+	struct blocked *b = arg;
+	char buf[8];
+
+	b->ret = recv(b->fd, buf, sizeof(buf), 0);
+	b->err = errno;
+	return NULL;
+}
+
+/* Threads racing on the fd: shutdown wakes a blocked receiver (0); a
+ * close leaves it waiting until its timeout, as on Linux. */
+static void test_close_while_recv(void)
+{
+	struct sockaddr_in a;
+	struct timeval tv = { 0, 200000 };
+	struct blocked bl;
+	pthread_t t;
+	int fd = bound(&a);
+
+	bl.fd = fd;
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, recv_thread, &bl) == 0);
+	usleep(50000);
+	shutdown(fd, SHUT_RD);
+	pthread_join(t, NULL);
+	EQ(bl.ret, 0);
+	close(fd);
+
+	fd = bound(&a);
+	EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	bl.fd = fd;
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, recv_thread, &bl) == 0);
+	usleep(50000);
+	EQ(close(fd), 0);
+	pthread_join(t, NULL);
+	EQ(bl.ret, -1);
+	EQ(bl.err, EAGAIN);
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+/* A blocked receive interrupted by a handler: EINTR, or restarted when
+ * the handler has SA_RESTART (and the socket no timeout). */
+static void test_signal_restart(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }, o;
+	struct sockaddr_in a, b;
+	struct blocked bl;
+	pthread_t t;
+	int fa = bound(&a), fb = bound(&b);
+
+	sigemptyset(&sa.sa_mask);
+	EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+	bl.fd = fb;
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, recv_thread, &bl) == 0);
+	usleep(100000);
+	pthread_kill(t, SIGUSR1);
+	pthread_join(t, NULL);
+	EQ(bl.ret, -1);
+	EQ(bl.err, EINTR);
+
+	sa.sa_flags = SA_RESTART;
+	EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+	bl.ret = -2;
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, recv_thread, &bl) == 0);
+	usleep(100000);
+	pthread_kill(t, SIGUSR1);
+	usleep(100000);
+	EQ(__atomic_load_n(&bl.ret, __ATOMIC_RELAXED), -2);
+	EQ(sendto(fa, "s", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	pthread_join(t, NULL);
+	EQ(bl.ret, 1);
+
+	/* The program's own action reads back. */
+	EQ(sigaction(SIGUSR1, NULL, &o), 0);
+	CU_ASSERT(o.sa_handler == on_usr1);
+	CU_ASSERT(o.sa_flags & SA_RESTART);
+	CU_ASSERT(signal(SIGUSR1, SIG_DFL) == on_usr1);
+	close(fa);
+	close(fb);
+}
+
+static int race_fd = -1;
+static bool race_stop;
+
+static void *race_thread(void *arg)
+{
+	struct sockaddr_in a;
+	struct pollfd p;
+	socklen_t l;
+	char b[8];
+
+	(void)arg;
+	while (!__atomic_load_n(&race_stop, __ATOMIC_RELAXED)) {
+		int fd = __atomic_load_n(&race_fd, __ATOMIC_RELAXED);
+
+		l = sizeof(a);
+		getsockname(fd, (struct sockaddr *)&a, &l);
+		recv(fd, b, sizeof(b), MSG_DONTWAIT);
+		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		poll(&p, 1, 0);
+	}
+	return NULL;
+}
+
+/* Threads using an fd while another closes it and a new socket takes
+ * the number: nothing but kernel answers (EBADF, EAGAIN), no crash. */
+static void test_fd_races(void)
+{
+	pthread_t t[3];
+	struct sockaddr_in a;
+	int i, fd;
+
+	fd = bound(&a);
+	__atomic_store_n(&race_fd, fd, __ATOMIC_RELAXED);
+	for (i = 0; i < 3; i++)
+		CU_ASSERT_FATAL(pthread_create(&t[i], NULL, race_thread,
+					       NULL) == 0);
+	for (i = 0; i < 300; i++) {
+		close(fd);
+		fd = bound(&a);
+		__atomic_store_n(&race_fd, fd, __ATOMIC_RELAXED);
+		if (i % 3 == 0)
+			usleep(100);
+	}
+	__atomic_store_n(&race_stop, true, __ATOMIC_RELAXED);
+	for (i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	EQ(sendto(fd, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)), 1);
+	wait_in(fd);
+	EQ(recv(fd, &i, sizeof(i), 0), 1);
+	close(fd);
+}
+
+/* fork: the child closes its copy, the parent's socket keeps working.
+ * On the kernel the child could also receive on it; under the preload
+ * its data calls fail with EBADFD (docs/preload.md). */
+static void test_fork(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), st = -1;
+	char buf[8];
+	pid_t pid;
+
+	pid = fork();
+	if (pid == 0) {
+		int ok;
+
+		errno = 0;
+		ok = recv(fb, buf, sizeof(buf), MSG_DONTWAIT) == -1 &&
+		     errno == (preloaded ? EBADFD : EAGAIN);
+		ok = ok && close(fb) == 0 && close(fa) == 0;
+		exit(ok ? 0 : 1);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	EQ(waitpid(pid, &st, 0), pid);
+	CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	EQ(sendto(fa, "f", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fb);
+	EQ(recv(fb, buf, sizeof(buf), 0), 1);
+	close(fa);
+	close(fb);
+}
+
+/* A vfork child has its own fds but shares the parent's memory (the
+ * preload's table too): its close must not take the parent's socket. */
+static void test_vfork_close(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), st = -1;
+	char buf[8];
+	pid_t pid;
+
+	pid = vfork();
+	if (pid == 0) {
+		close(fb);
+		_exit(0);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	EQ(waitpid(pid, &st, 0), pid);
+	EQ(sendto(fa, "v", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fb);
+	EQ(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), 1);
+	close(fa);
+	close(fb);
+}
+
+/* A socket to loopback stays on the kernel under the preload. */
+static void test_loopback_fallback(void)
+{
+	struct sockaddr_in lo = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(lo);
+	int fr = socket(AF_INET, SOCK_DGRAM, 0);
+	int fs = socket(AF_INET, SOCK_DGRAM, 0);
+	char buf[8];
+
+	EQ(bind(fr, (struct sockaddr *)&lo, sizeof(lo)), 0);
+	EQ(getsockname(fr, (struct sockaddr *)&lo, &l), 0);
+	EQ(sendto(fs, "l", 1, 0, (struct sockaddr *)&lo, sizeof(lo)), 1);
+	wait_in(fr);
+	EQ(recv(fr, buf, sizeof(buf), 0), 1);
+	close(fr);
+	close(fs);
+}
+
+/* Sockets used from an atexit handler: exit runs it before any
+ * library's destructor, so the offloaded sockets still work there. */
+static int exit_fa = -1, exit_fb = -1;
+static struct sockaddr_in exit_b;
+static pid_t exit_pid;
+
+static void at_exit_use(void)
+{
+	struct pollfd p = { .fd = exit_fb, .events = POLLIN };
+	char buf[8];
+
+	/* Not in test_fork's child, whose inherited sockets are the
+	 * parent's (EBADFD under the preload). */
+	if (getpid() != exit_pid)
+		return;
+	if (sendto(exit_fa, "q", 1, 0, (struct sockaddr *)&exit_b,
+		   sizeof(exit_b)) != 1 || poll(&p, 1, 2000) != 1 ||
+	    recv(exit_fb, buf, sizeof(buf), 0) != 1) {
+		printf("test_preload_calls: FAIL: sockets in an atexit "
+		       "handler\n");
+		_exit(1);
+	}
+	printf("test_preload_calls: sockets work in an atexit handler\n");
+}
+
+static void exit_sockets(void)
+{
+	struct sockaddr_in a = sin_at(0);
+	socklen_t l = sizeof(exit_b);
+
+	exit_pid = getpid();
+	exit_fa = socket(AF_INET, SOCK_DGRAM, 0);
+	exit_fb = socket(AF_INET, SOCK_DGRAM, 0);
+	exit_b = sin_at(0);
+	if (exit_fa < 0 || exit_fb < 0 ||
+	    bind(exit_fa, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    bind(exit_fb, (struct sockaddr *)&exit_b, sizeof(exit_b)) < 0 ||
+	    getsockname(exit_fb, (struct sockaddr *)&exit_b, &l) < 0 ||
+	    atexit(at_exit_use) != 0) {
+		printf("test_preload_calls: FAIL: atexit sockets\n");
+		exit(1);
+	}
+}
+
+int main(void)
+{
+	CU_TestInfo tests[] = {
+		{ "socket flags, close", test_socket_flags },
+		{ "bind, getsockname, getpeername", test_bind_names },
+		{ "connect, AF_UNSPEC", test_connect },
+		{ "send/recv families", test_send_recv },
+		{ "MSG_PEEK, MSG_TRUNC, MSG_DONTWAIT", test_recv_flags },
+		{ "IP_PKTINFO, SO_TIMESTAMP", test_cmsg },
+		{ "fortified entries", test_fortified },
+		{ "fcntl O_NONBLOCK, FIONBIO, FIONREAD", test_fcntl_ioctl },
+		{ "setsockopt, getsockopt", test_options },
+		{ "shutdown", test_shutdown },
+		{ "poll, select, epoll mixed", test_poll_select_epoll },
+		{ "dup, dup2, F_DUPFD", test_dup },
+		{ "close or shutdown while recv", test_close_while_recv },
+		{ "threads racing on the fd table", test_fd_races },
+		{ "signals: EINTR, SA_RESTART", test_signal_restart },
+		{ "fork", test_fork },
+		{ "vfork child closes", test_vfork_close },
+		{ "loopback falls back", test_loopback_fallback },
+		CU_TEST_INFO_NULL,
+	};
+	CU_SuiteInfo suites[] = {
+		{ "preload calls", NULL, NULL, NULL, NULL, tests },
+		CU_SUITE_INFO_NULL,
+	};
+	const char *a = getenv("PL_TEST_ADDR"), *lp = getenv("LD_PRELOAD");
+	unsigned int failed;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	if (inet_pton(AF_INET, a ? a : "127.0.0.1", &local) != 1) {
+		fprintf(stderr, "PL_TEST_ADDR: not an IPv4 address\n");
+		return 2;
+	}
+	preloaded = lp && strstr(lp, "qpsock-preload");
+	printf("test_preload_calls: %s, local address %s\n",
+	       preloaded ? "under libqpsock-preload.so" : "on the kernel",
+	       a ? a : "127.0.0.1");
+	exit_sockets();
+	if (CU_initialize_registry() != CUE_SUCCESS ||
+	    CU_register_suites(suites) != CUE_SUCCESS)
+		return 2;
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	failed = CU_get_number_of_failures();
+	CU_cleanup_registry();
+	return failed ? 1 : 0;
+}
