@@ -283,9 +283,9 @@ static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 	case IP_DROP_MEMBERSHIP:
 	case IP_ADD_SOURCE_MEMBERSHIP:
 	case IP_DROP_SOURCE_MEMBERSHIP:
-		/* The endpoint's alone: on packet the core joins through
-		 * the socket that holds the port (IGMP is the kernel's);
-		 * on emu a kernel join would send IGMP on a real link. */
+		/* The endpoint's alone: on packet the core's joins make
+		 * the kernel send IGMP (common/igmp.c); on emu a kernel
+		 * join would send IGMP on a real link. */
 		return membership(s, name, val, len);
 	case IP_PKTINFO:
 		if (pl_real.setsockopt(fd, IPPROTO_IP, name, val, len) < 0)
@@ -296,11 +296,13 @@ static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 	case IP_TTL:
 	case IP_TOS:
 	case IP_MULTICAST_TTL:
+	case IP_MULTICAST_LOOP:
 		if (opt_int(val, len, &v) < 0)
 			break;
 		return both(s, fd, IPPROTO_IP, name, val, len,
 			    name == IP_TTL ? QPS_OPT_TTL :
 			    name == IP_TOS ? QPS_OPT_TOS :
+			    name == IP_MULTICAST_LOOP ? QPS_OPT_MULTICAST_LOOP :
 			    QPS_OPT_MULTICAST_TTL, name == IP_TOS ? v & 0xff : v);
 	case IP_MULTICAST_IF:
 		/* emu's address is on no kernel interface: the kernel
