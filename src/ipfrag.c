@@ -73,14 +73,14 @@ static void qps_fragq_free(struct qps_ipfrag *f, struct qps_fragq *q)
 	while (*pp != q)
 		pp = &(*pp)->hnext;
 	*pp = q->hnext;
-	if (q->older)
-		q->older->newer = q->newer;
-	else
+	if (q == f->oldest)
 		f->oldest = q->newer;
-	if (q->newer)
-		q->newer->older = q->older;
 	else
+		q->older->newer = q->newer;
+	if (q == f->newest)
 		f->newest = q->older;
+	else
+		q->newer->older = q->older;
 	for (fr = q->frags; fr; fr = next) {
 		next = fr->next;
 		free(fr);

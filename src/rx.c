@@ -436,13 +436,13 @@ static void qps_rx_reasm(struct qps_ctx *ctx, struct qps_rx_item *it)
 void qps_rx_inject(struct qps_ctx *ctx, uint8_t *frame, size_t len)
 {
 	struct qps_frame_info fi;
-	enum qps_rx_reason why;
 	uint32_t dg;
 
 	pthread_mutex_lock(&ctx->rx.lock);
 	dg = qps_rx_big_add(ctx, frame);
 	if (dg != UINT32_MAX) {
-		why = qps_frame_parse(frame, len, &fi);
+		enum qps_rx_reason why = qps_frame_parse(frame, len, &fi);
+
 		ctx->st->rx_bad[why]++;
 		if (why == QPS_RX_OK) {
 			qps_epoch_enter(&ctx->rx.epoch);
