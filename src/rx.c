@@ -783,21 +783,30 @@ static bool qps_rx_spinning(uint64_t spin_end)
  * rx.lock to leave: close holds the send queues' locks while it waits.
  * -EBADF: closed meanwhile; -EINTR: a signal handler ran.
  */
+int qps_ep_waiter_enter(struct qps_ep *ep)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	int ret;
+
+	pthread_mutex_lock(&ctx->rx.lock);
+	ret = qps_ep_check(ep);
+	if (!ret)
+		ep->waiters++;
+	pthread_mutex_unlock(&ctx->rx.lock);
+	return ret < 0 ? -EBADF : 0;
+}
+
 static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 {
 	struct qps_ctx *ctx = ep->ctx;
-	struct pollfd pfd;
-	int pr, ret = 0;
+	struct pollfd pfd = { .events = POLLIN };
+	int pr, ret;
 
-	pthread_mutex_lock(&ctx->rx.lock);
-	if (qps_ep_check(ep) < 0) {
-		pthread_mutex_unlock(&ctx->rx.lock);
-		return -EBADF;
-	}
-	ep->waiters++;
+	ret = qps_ep_waiter_enter(ep);
+	if (ret < 0)
+		return ret;
+	/* Counted: a close waits for us before it closes the descriptor. */
 	pfd.fd = ep->epfd;
-	pfd.events = POLLIN;
-	pthread_mutex_unlock(&ctx->rx.lock);
 
 	pr = poll(&pfd, 1, timeout);
 	if (pr < 0 && errno == EINTR)

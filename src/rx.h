@@ -96,5 +96,9 @@ void qps_ep_arm_locked(struct qps_ep *ep);
  * and demultiplexed as if received; takes @frame (malloc'd). */
 void qps_rx_inject(struct qps_ctx *ctx, uint8_t *frame, size_t len);
 void qps_ep_wake_locked(struct qps_ep *ep);
+/* A thread about to sleep on @ep: counted in ep->waiters (a close waits
+ * for them to leave, each taking rx.lock to uncount itself), or -EBADF
+ * when @ep is closed already. */
+int qps_ep_waiter_enter(struct qps_ep *ep);
 
 #endif /* QPS_RX_H */

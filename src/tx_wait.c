@@ -151,15 +151,11 @@ static int qps_tx_sleep_poll(struct qps_tx_wait *w, int evfd, int timeout)
 		{ .fd = ctx->txw_fd, .events = POLLIN },
 	};
 	uint64_t v;
-	int pr, ret = 0;
+	int pr, ret;
 
-	pthread_mutex_lock(&ctx->rx.lock);
-	if (qps_ep_check(ep) < 0) {
-		pthread_mutex_unlock(&ctx->rx.lock);
-		return -EBADF;
-	}
-	ep->waiters++;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	ret = qps_ep_waiter_enter(ep);
+	if (ret < 0)
+		return ret;
 
 	pr = poll(pfd, 2, timeout);
 	if (pr < 0 && errno == EINTR)
