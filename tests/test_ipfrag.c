@@ -393,7 +393,7 @@ static void test_random(void)
 static void test_emu_sizes(void)
 {
 	static const size_t lens[] = { 1473, 3000, 8972, 65507 };
-	static uint8_t out[65507], in[65600];
+	static uint8_t out[65507 + 8], in[65600];
 	struct qps_stats s0, s1, r0, r1;
 	struct sockaddr_in to;
 	struct qps_ctx *a, *b;
