@@ -66,14 +66,8 @@ void qps_mc_loop(struct qps_ep *ep, const struct sockaddr_in *to,
 		return;
 
 	memset(&h, 0, sizeof(h));
+	qps_tx_hdr(ep, to, &h);
 	qps_mcast_mac(to->sin_addr.s_addr, h.dst_mac);
-	memcpy(h.src_mac, ctx->info.mac, 6);
-	h.saddr = ctx->info.addr.s_addr;
-	h.daddr = to->sin_addr.s_addr;
-	h.sport = ep->local.sin_port;
-	h.dport = to->sin_port;
-	h.ttl = __atomic_load_n(&ep->mc_ttl, __ATOMIC_RELAXED);
-	h.tos = __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
 	frame = malloc(QPS_HDRS_LEN + len);
 	if (frame) {
 		if (len)

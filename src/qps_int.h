@@ -191,14 +191,19 @@ int qps_ctx_check(const struct qps_ctx *ctx);
 void qps_sq_lock_all(struct qps_ctx *ctx);
 void qps_sq_unlock_all(struct qps_ctx *ctx);
 
+struct qps_frame_hdr;
+
 /* mc_loop.c: after a send to @to, a group, by @ep (no lock held). */
 void qps_mc_loop(struct qps_ep *ep, const struct sockaddr_in *to,
 		 const void *buf, size_t len);
 /* In the demux: a frame of ours looped back by the device, to drop. */
-struct qps_frame_hdr;
 bool qps_mc_loop_off(struct qps_ctx *ctx, const struct qps_frame_hdr *h);
 
 /* tx.c (the per-send-queue functions are in sq.h) */
+/* The IPv4 and UDP fields of a datagram of @ep to @to, but its IP ID and
+ * destination MAC: the endpoint's options as senders read them. */
+void qps_tx_hdr(const struct qps_ep *ep, const struct sockaddr_in *to,
+		struct qps_frame_hdr *h);
 /* Every send queue in turn: ring a postponed doorbell for @cause, reap
  * completions. Returns the completions reaped or -errno. */
 int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause);

@@ -650,11 +650,8 @@ static int qps_tx_ud_build_locked(struct qps_ep *ep, struct qps_sq *sq,
 	return qps_ud_hdr_build(msg, &hi, len);
 }
 
-/* The IPv4 and UDP fields of a datagram of @ep to @to, on @sq (whose
- * lock gives it its IP ID); the destination MAC is the caller's. */
-static void qps_tx_hdr_locked(const struct qps_ep *ep, struct qps_sq *sq,
-			      const struct sockaddr_in *to,
-			      struct qps_frame_hdr *h)
+void qps_tx_hdr(const struct qps_ep *ep, const struct sockaddr_in *to,
+		struct qps_frame_hdr *h)
 {
 	const struct qps_ctx *ctx = ep->ctx;
 
@@ -663,11 +660,19 @@ static void qps_tx_hdr_locked(const struct qps_ep *ep, struct qps_sq *sq,
 	h->daddr = to->sin_addr.s_addr;
 	h->sport = ep->local.sin_port;
 	h->dport = to->sin_port;
-	h->ip_id = htons(sq->ip_id++);
 	h->ttl = IN_MULTICAST(ntohl(h->daddr)) ?
 		 __atomic_load_n(&ep->mc_ttl, __ATOMIC_RELAXED) :
 		 __atomic_load_n(&ep->ttl, __ATOMIC_RELAXED);
 	h->tos = __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
+}
+
+/* qps_tx_hdr, with the IP ID @sq's lock gives it. */
+static void qps_tx_hdr_locked(const struct qps_ep *ep, struct qps_sq *sq,
+			      const struct sockaddr_in *to,
+			      struct qps_frame_hdr *h)
+{
+	qps_tx_hdr(ep, to, h);
+	h->ip_id = htons(sq->ip_id++);
 }
 
 /* A non-blocking sender of @n fragments: room for all of them now, or
