@@ -464,6 +464,33 @@ static void test_emu_sizes(void)
 	t_suite_end();
 }
 
+/* QPS_CTX_ATTR_IPFRAG: out of range is -EINVAL, as every attribute. */
+static void test_attr(void)
+{
+	static const struct { uint32_t mem, ms; int want; } c[] = {
+		{ QPS_IPFRAG_MEM_MAX + 1, 1000, -EINVAL },
+		{ 1 << 20, 0, -EINVAL },
+		{ 1 << 20, QPS_IPFRAG_TIME_MAX_MS + 1, -EINVAL },
+		{ 0, 1, 0 },
+		{ QPS_IPFRAG_MEM_MAX, QPS_IPFRAG_TIME_MAX_MS, 0 },
+	};
+	char wire[64];
+	unsigned int i;
+
+	t_wire_name(wire, sizeof(wire), "ipfrag-attr");
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct qps_ctx_attr a = t_emu_attr(wire, IP_A);
+		struct qps_ctx *ctx = NULL;
+
+		a.comp_mask |= QPS_CTX_ATTR_IPFRAG;
+		a.ipfrag_mem = c[i].mem;
+		a.ipfrag_time_ms = c[i].ms;
+		EQ(qps_ctx_create(&a, &ctx), c[i].want);
+		if (ctx)
+			EQ(qps_ctx_destroy(ctx), 0);
+	}
+}
+
 static CU_TestInfo tests[] = {
 	{ "in order, reversed, shuffled", test_orders },
 	{ "duplicates ignored, overlaps drop", test_dup_overlap },
@@ -472,6 +499,7 @@ static CU_TestInfo tests[] = {
 	{ "memory cap", test_mem_cap },
 	{ "random fragments", test_random },
 	{ "emu: 1473 to 65507 bytes", test_emu_sizes },
+	{ "QPS_CTX_ATTR_IPFRAG limits", test_attr },
 	CU_TEST_INFO_NULL,
 };
 
