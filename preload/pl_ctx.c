@@ -62,6 +62,12 @@ static void ctx_info_fill(struct qps_ctx *c)
 	}
 }
 
+struct qps_ctx *pl_ctx_peek(void)
+{
+	/* Acquire: pairs with the release that publishes the context. */
+	return __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+}
+
 struct qps_ctx *pl_ctx_get(void)
 {
 	struct qps_ctx_attr attr = { 0 };
@@ -186,8 +192,10 @@ __attribute__((destructor)) static void pl_fini(void)
 	pl_live_close_all();
 	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
 	if (live_drain(1000) && c) {
+		/* Unpublished first: a waiter that peeks it now (pl_wait.c)
+		 * finds none. */
+		__atomic_store_n(&ctx, NULL, __ATOMIC_RELEASE);
 		qps_ctx_destroy(c);
-		ctx = NULL;
 	}
 	if (pl_conf.stats)
 		stats_print();

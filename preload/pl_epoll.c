@@ -13,7 +13,9 @@
  * each event: one carrying a record is confirmed with qps_ep_wait(ep, 0)
  * (progress once, look) and handed out with the application's data, or
  * dropped; a wait that brought nothing waits again for the time left.
- * A set without records costs epoll_wait one lookup.
+ * Before the kernel sleeps, the call spins for the largest busy-poll
+ * budget among the set's offloaded fds (pl_wait.c). A set without
+ * records costs epoll_wait one lookup.
  *
  * Records are found by address among the set's own (the application's
  * data cannot be one of our allocations). A record names its socket by
@@ -319,42 +321,77 @@ static int filter(struct pl_epset *set, int epfd, struct epoll_event *ev,
 	return k;
 }
 
-static int64_t now_ms(void)
+/* The largest busy-poll budget among the set's offloaded fds. */
+static int set_busy_us(struct pl_epset *set)
 {
-	struct timespec ts;
+	int busy = 0;
+	size_t i;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	pthread_mutex_lock(&set->lock);
+	for (i = 0; i < set->n; i++) {
+		struct pl_sock *s = pl_get(set->recs[i]->fd);
+
+		if (s && s->id == set->recs[i]->id) {
+			int b = pl_busy_us(s);
+
+			busy = b > busy ? b : busy;
+		}
+		pl_put(s);
+	}
+	pthread_mutex_unlock(&set->lock);
+	return busy;
 }
 
-static int epoll_pwait_real(int epfd, struct epoll_event *ev, int max,
-			    int timeout, const sigset_t *mask)
-{
-	return pl_real.epoll_pwait(epfd, ev, max, timeout, mask);
-}
+/* While spinning, the kernel is asked only when the device brought
+ * something, and every so many rounds for the kernel's own fds. */
+#define PL_SPIN_LOOK_MASK 15u
 
 static int wait_filtered(int epfd, struct epoll_event *ev, int max,
 			 int timeout, const sigset_t *mask)
 {
 	struct pl_epset *set = set_get(epfd, false);
-	int64_t deadline = timeout < 0 ? -1 : now_ms() + timeout;
+	int64_t deadline = timeout < 0 ? -1 :
+			   pl_now_ns() + (int64_t)timeout * 1000000;
+	int64_t spin_end;
+	unsigned int spins = 0;
 	int left = timeout;
 
 	if (!set)
-		return epoll_pwait_real(epfd, ev, max, timeout, mask);
+		return pl_real.epoll_pwait(epfd, ev, max, timeout, mask);
+	spin_end = timeout ? pl_spin_end(set_busy_us(set), deadline) : 0;
 	for (;;) {
-		int r = epoll_pwait_real(epfd, ev, max, left, mask);
-		if (r <= 0)
+		bool spinning = spin_end && pl_now_ns() < spin_end;
+		bool armed = false;
+		int r;
+
+		if (spinning) {
+			if (pl_spin_progress() <= 0 &&
+			    (spins++ & PL_SPIN_LOOK_MASK)) {
+				pl_cpu_relax();
+				continue;
+			}
+			r = pl_real.epoll_pwait(epfd, ev, max, 0, mask);
+		} else {
+			if (left)
+				armed = pl_sleep_arm();
+			r = pl_real.epoll_pwait(epfd, ev, max, left, mask);
+			/* The core leaves errno alone. */
+			pl_sleep_disarm(armed);
+		}
+		if (r < 0 || (r == 0 && !spinning))
 			return r;
-		r = filter(set, epfd, ev, r);
-		if (r > 0)
-			return r;
+		if (r > 0) {
+			r = filter(set, epfd, ev, r);
+			if (r > 0)
+				return r;
+		}
 		if (deadline >= 0) {
-			int64_t l = deadline - now_ms();
+			int64_t l = deadline - pl_now_ns();
 
 			if (l <= 0)
 				return 0;
-			left = (int)l;
+			/* Whole milliseconds, rounded up. */
+			left = (int)((l + 999999) / 1000000);
 		}
 	}
 }

@@ -9,7 +9,8 @@
  * endpoints, so every wake-up is confirmed with qps_ep_wait(ep, 0),
  * which progresses the device once and looks: POLLIN is reported only
  * when a receive will not block, and a wake-up that brought nothing
- * waits again for the time left.
+ * waits again for the time left. Before the kernel sleeps, the call
+ * spins for the largest busy-poll budget among the fds (pl_wait.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +26,6 @@ struct pl_pslot {
 	struct pl_sock *s;
 	bool ready;		/* readable before the kernel was asked */
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static bool readable(struct pl_sock *s)
 {
@@ -90,8 +83,8 @@ static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
 		      const sigset_t *mask)
 {
 	struct timespec ts, *tp = NULL;
-	bool any_ready = false;
-	int cnt = 0;
+	bool any_ready = false, armed = false;
+	int cnt = 0, r;
 	size_t j;
 	nfds_t i;
 
@@ -101,7 +94,7 @@ static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
 		any_ready = any_ready || o[j].ready;
 	}
 	if (any_ready || deadline >= 0) {
-		int64_t left = any_ready ? 0 : deadline - now_ns();
+		int64_t left = any_ready ? 0 : deadline - pl_now_ns();
 
 		if (left < 0)
 			left = 0;
@@ -109,7 +102,12 @@ static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
 		ts.tv_nsec = left % 1000000000;
 		tp = &ts;
 	}
-	if (pl_real.ppoll(all, n + k, tp, mask) < 0)
+	if (!tp || tp->tv_sec || tp->tv_nsec)
+		armed = pl_sleep_arm();
+	r = pl_real.ppoll(all, n + k, tp, mask);
+	/* The core leaves errno alone. */
+	pl_sleep_disarm(armed);
+	if (r < 0)
 		return -1;
 	for (j = 0; j < k; j++) {
 		bool in = o[j].ready ||
@@ -134,8 +132,9 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 {
 	struct pl_pslot ostack[PL_POLL_STACK], *o = ostack;
 	struct pollfd astack[2 * PL_POLL_STACK], *all = astack;
+	int64_t spin_end;
+	int r, busy = 0;
 	size_t j, k;
-	int r;
 
 	if (n > PL_POLL_STACK) {
 		o = malloc(n * sizeof(*o));
@@ -150,13 +149,21 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 	k = find_offloaded(fds, n, o);
 	memcpy(all, fds, n * sizeof(*fds));
 	for (j = 0; j < k; j++) {
+		int b = pl_busy_us(o[j].s);
+
 		all[o[j].idx].events &= (short)~PL_IN;
 		all[n + j].fd = qps_ep_fd(o[j].s->ep);
 		all[n + j].events = POLLIN;
+		busy = b > busy ? b : busy;
 	}
+	spin_end = pl_spin_end(busy, deadline);
 	do {
-		r = wait_merge(fds, n, all, o, k, deadline, mask);
-	} while (r == 0 && (deadline < 0 || now_ns() < deadline));
+		/* While spinning the kernel only looks (a deadline now). */
+		int64_t now = pl_now_ns();
+
+		r = wait_merge(fds, n, all, o, k,
+			       now < spin_end ? now : deadline, mask);
+	} while (r == 0 && (deadline < 0 || pl_now_ns() < deadline));
 	for (j = 0; j < k; j++)
 		pl_put(o[j].s);
 	if (o != ostack) {
@@ -168,12 +175,12 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 
 static int64_t deadline_ms(int ms)
 {
-	return ms < 0 ? -1 : now_ns() + (int64_t)ms * 1000000;
+	return ms < 0 ? -1 : pl_now_ns() + (int64_t)ms * 1000000;
 }
 
 static int64_t deadline_ts(const struct timespec *ts)
 {
-	return ts ? now_ns() + (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec
+	return ts ? pl_now_ns() + (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec
 		  : -1;
 }
 
@@ -286,12 +293,12 @@ PL_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 	}
 	if (nfds > FD_SETSIZE || !sets_offloaded(nfds, rd))
 		return pl_real.select(nfds, rd, wr, ex, tv);
-	deadline = tv ? now_ns() + (int64_t)tv->tv_sec * 1000000000 +
+	deadline = tv ? pl_now_ns() + (int64_t)tv->tv_sec * 1000000000 +
 			(int64_t)tv->tv_usec * 1000 : -1;
 	r = select_mixed(nfds, rd, wr, ex, deadline, NULL);
 	/* Linux leaves the time not slept in *tv. */
 	if (tv && r >= 0) {
-		int64_t left = deadline - now_ns();
+		int64_t left = deadline - pl_now_ns();
 
 		if (left < 0)
 			left = 0;

@@ -12,6 +12,7 @@
  *   pl_send.c   send family; pl_recv.c receive family
  *   pl_poll.c   poll, ppoll, select, pselect
  *   pl_epoll.c  epoll_ctl, epoll_wait, epoll_pwait
+ *   pl_wait.c   how those two wait: spin, then sleep armed
  *   pl_signal.c sigaction, signal: SA_RESTART for blocking calls
  *
  * The qpsock core returns -errno and never touches errno; the interposed
@@ -108,6 +109,8 @@ extern int pl_state;		/* enum pl_state, atomic */
  * its own fds, so its close/dup must not touch the table. */
 bool pl_vforked(void);
 struct qps_ctx *pl_ctx_get(void);
+/* The context if it is open, without opening it. */
+struct qps_ctx *pl_ctx_peek(void);
 /* What the open context is: address, PKTINFO interface, emu or not. */
 struct pl_ctx_info {
 	struct in_addr addr;
@@ -211,5 +214,20 @@ void __chk_fail(void) __attribute__((noreturn));
 int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 		 const struct timespec *ts, const sigset_t *mask);
 int fcntl64(int fd, int cmd, ...);
+
+/* pl_wait.c */
+int64_t pl_now_ns(void);
+/* @s's busy-poll budget, microseconds. */
+int pl_busy_us(struct pl_sock *s);
+/* When spinning for @busy_us ends, capped by @deadline (ns, < 0: none);
+ * 0: no spinning. */
+int64_t pl_spin_end(int busy_us, int64_t deadline);
+/* Progress the context once (while spinning). */
+int pl_spin_progress(void);
+void pl_cpu_relax(void);
+/* Bracket a sleep in the kernel on readiness descriptors: true when
+ * armed (pass it to the disarm). */
+bool pl_sleep_arm(void);
+void pl_sleep_disarm(bool armed);
 
 #endif /* QPS_PRELOAD_H */

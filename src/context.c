@@ -544,12 +544,61 @@ int qps_ctx_fd(struct qps_ctx *ctx)
 		return ret;
 	if (ctx->event_fd < 0)
 		return -EOPNOTSUPP;
-	/* The application may now sleep on it: keep the CQ armed. */
+	/* The application may now sleep on it: keep the CQ armed, unless
+	 * it says when it sleeps (qps_ctx_arm). */
 	pthread_mutex_lock(&ctx->rx.lock);
-	ctx->rx.cq_arm_always = true;
-	qps_rx_arm_locked(ctx);
+	ctx->rx.arm_sticky = true;
+	if (!ctx->rx.arm_explicit)
+		qps_rx_arm_locked(ctx);
 	pthread_mutex_unlock(&ctx->rx.lock);
 	return ctx->event_fd;
+}
+
+int qps_ctx_arm(struct qps_ctx *ctx)
+{
+	QPS_ERRNO_GUARD;
+	int ret = qps_ctx_check(ctx);
+	int n;
+
+	if (ret < 0)
+		return ret;
+	if (ctx->event_fd < 0)
+		return -EOPNOTSUPP;
+	/* A postponed doorbell must not wait for the caller's sleep. */
+	n = qps_tx_poll(ctx, QPS_TXF_POLL);
+	if (n < 0)
+		return n;
+
+	pthread_mutex_lock(&ctx->rx.lock);
+	ctx->rx.arm_explicit = true;
+	ctx->rx.arm_refs++;
+	ctx->rx.arm_calls++;
+	/* Drains, then arms (a reason is counted) and polls once more. */
+	ret = qps_rx_progress_locked(ctx);
+	if (ret < 0) {
+		ctx->rx.arm_refs--;
+		ctx->rx.arm_calls--;
+	}
+	pthread_mutex_unlock(&ctx->rx.lock);
+	return ret < 0 ? ret : n + ret;
+}
+
+int qps_ctx_disarm(struct qps_ctx *ctx)
+{
+	QPS_ERRNO_GUARD;
+	int ret = qps_ctx_check(ctx);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&ctx->rx.lock);
+	if (ctx->rx.arm_calls) {
+		ctx->rx.arm_calls--;
+		ctx->rx.arm_refs--;
+	} else {
+		ret = -EINVAL;
+	}
+	pthread_mutex_unlock(&ctx->rx.lock);
+	return ret;
 }
 
 int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)

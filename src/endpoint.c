@@ -333,6 +333,10 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 		sched_yield();
 		pthread_mutex_lock(&ctx->rx.lock);
 	}
+	/* Reasons to arm that no sleeper will take back now. */
+	ctx->rx.arm_refs -= ep->efd_refs;
+	ep->efd_refs = 0;
+	ep->efd_out = false;
 	pthread_mutex_unlock(&ctx->rx.lock);
 
 	qps_mcast_leave_all_locked(ep);
@@ -860,7 +864,7 @@ int qps_ep_fd(struct qps_ep *ep)
 		return ret;
 	/* From now on the eventfd must follow the queue. */
 	pthread_mutex_lock(&ep->ctx->rx.lock);
-	qps_ep_arm_locked(ep);
+	qps_ep_fd_out_locked(ep);
 	pthread_mutex_unlock(&ep->ctx->rx.lock);
 	return ep->epfd;
 }

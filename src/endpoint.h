@@ -122,7 +122,10 @@ struct qps_ep {
 	uint32_t txts_count;
 	uint32_t txts_next_id;
 	uint64_t gen;
-	bool efd_armed;		/* someone may wait on efd: signal it */
+	/* Reasons to signal efd (rx.c "Arming"): qps_ep_fd() handed it out,
+	 * threads about to sleep on it. */
+	bool efd_out;
+	uint32_t efd_refs;
 	bool efd_on;		/* efd is signalled */
 	/* Threads asleep in a receive on this endpoint: close waits for
 	 * them to leave before the descriptors they poll go away. */

@@ -221,16 +221,22 @@ int qps_rx_refill_locked(struct qps_ctx *ctx)
 }
 
 /*
- * The eventfd is written only while someone may wait on it: after
- * qps_ep_fd() handed it out or a blocking receive slept on it (efd_armed,
- * sticky). A busy-polling endpoint thus makes no system call per
- * datagram, as the kernel skips the wake-up of a socket nobody sleeps on.
+ * Arming. Two things wake a thread asleep on an endpoint's descriptors:
+ * its eventfd, written by a push while the endpoint has a reason to be
+ * followed (efd_out, efd_refs), and the device's event fd, which fires
+ * on the next completion after req_notify_cq while the context has one
+ * (rx.arm_sticky, rx.arm_refs). Reasons are counted while a thread is
+ * about to sleep (a blocking receive, a caller between qps_ctx_arm and
+ * qps_ctx_disarm), and are sticky only for a descriptor handed out to an
+ * application that never says when it sleeps. So a busy-polling thread
+ * makes no system call per datagram and costs its peers no wake-up
+ * message, as the kernel skips the wake-up of a socket nobody sleeps on.
  */
 static void qps_ep_signal(struct qps_ep *ep)
 {
 	uint64_t one = 1;
 
-	if (!ep->efd_armed || ep->efd_on)
+	if ((!ep->efd_out && !ep->efd_refs) || ep->efd_on)
 		return;
 	ep->efd_on = true;
 	if (write(ep->efd, &one, sizeof(one)) < 0) {
@@ -264,12 +270,33 @@ void qps_ep_wake_locked(struct qps_ep *ep)
 	}
 }
 
+static bool qps_rx_arm_wanted(const struct qps_rx *rx)
+{
+	return rx->arm_refs || (rx->arm_sticky && !rx->arm_explicit);
+}
+
 void qps_ep_arm_locked(struct qps_ep *ep)
 {
-	ep->efd_armed = true;
-	/* The endpoint's epoll set holds the device event fd too. */
-	ep->ctx->rx.cq_arm_always = true;
+	ep->efd_refs++;
+	ep->ctx->rx.arm_refs++;
+	/* Arming polls once more: a completion may have beaten the arm. */
 	qps_rx_arm_locked(ep->ctx);
+	if (ep->rxq_count)
+		qps_ep_signal(ep);
+}
+
+void qps_ep_disarm_locked(struct qps_ep *ep)
+{
+	ep->efd_refs--;
+	ep->ctx->rx.arm_refs--;
+}
+
+void qps_ep_fd_out_locked(struct qps_ep *ep)
+{
+	ep->efd_out = true;
+	ep->ctx->rx.arm_sticky = true;
+	if (qps_rx_arm_wanted(&ep->ctx->rx))
+		qps_rx_arm_locked(ep->ctx);
 	if (ep->rxq_count)
 		qps_ep_signal(ep);
 }
@@ -610,12 +637,8 @@ int qps_rx_arm_locked(struct qps_ctx *ctx)
 	return qps_rx_poll_all(ctx);
 }
 
-/*
- * The CQ is armed only while someone may sleep on the event fd (a blocking
- * receive, or an application holding qps_ep_fd/qps_ctx_fd). A busy poller
- * thus costs its peers no wake-up message and itself no event drain: per
- * datagram, no system call on either side.
- */
+/* The CQ is re-armed only while someone may sleep on the event fd
+ * ("Arming" above). */
 int qps_rx_progress_locked(struct qps_ctx *ctx)
 {
 	int total, n;
@@ -630,7 +653,7 @@ int qps_rx_progress_locked(struct qps_ctx *ctx)
 	/* The clock is read only while fragments wait. */
 	if (ctx->rx.frag.nq)
 		qps_ipfrag_expire(&ctx->rx.frag, ctx->st, qps_now_ns());
-	if (total < 0 || !ctx->rx.cq_arm_always)
+	if (total < 0 || !qps_rx_arm_wanted(&ctx->rx))
 		return total;
 	n = qps_rx_arm_locked(ctx);
 	return n < 0 ? n : total + n;
@@ -802,10 +825,16 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 	struct pollfd pfd = { .events = POLLIN };
 	int pr, ret;
 
-	ret = qps_ep_waiter_enter(ep);
-	if (ret < 0)
-		return ret;
+	pthread_mutex_lock(&ctx->rx.lock);
+	ret = qps_ep_check(ep);
+	if (ret < 0) {
+		/* Closed since we armed: the close took our reason with it. */
+		pthread_mutex_unlock(&ctx->rx.lock);
+		return -EBADF;
+	}
 	/* Counted: a close waits for us before it closes the descriptor. */
+	ep->waiters++;
+	pthread_mutex_unlock(&ctx->rx.lock);
 	pfd.fd = ep->epfd;
 
 	pr = poll(&pfd, 1, timeout);
@@ -816,6 +845,8 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 	ep->waiters--;
 	if (qps_ep_check(ep) < 0)
 		ret = -EBADF;
+	else
+		qps_ep_disarm_locked(ep);
 	pthread_mutex_unlock(&ctx->rx.lock);
 	return ret;
 }
@@ -850,7 +881,7 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 	for (;;) {
 		int timeout = -1;
 		/* Decided once per round: a sleep must follow an arm. */
-		bool spin = false;
+		bool spin = false, sleep = false;
 
 		/* A postponed doorbell must not wait for our sleep. */
 		qps_tx_poll_rx(ctx);
@@ -877,14 +908,24 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 					spin_end = qps_rx_mono_ns() +
 						   (uint64_t)busy_us * 1000u;
 				spin = !dontwait && qps_rx_spinning(spin_end);
-				/* We may sleep on efd: make pushes signal it
-				 * and the device wake us; arming polls once
-				 * more, which may have found our datagram. */
-				if (!dontwait && !spin) {
+				if (!dontwait && !spin && tmo) {
+					int64_t left = qps_ms_left(&deadline);
+
+					timeout = left > 0 ? (int)left : 0;
+				}
+				/* We sleep on efd: make pushes signal it and
+				 * the device wake us until we are up again;
+				 * arming polls once more, which may have
+				 * found our datagram. */
+				if (!dontwait && !spin && timeout) {
 					qps_ep_arm_locked(ep);
-					if (ep->rxq_count)
+					if (ep->rxq_count) {
+						qps_ep_disarm_locked(ep);
 						ret = o ? qps_rxq_pop_locked(
 							ep, flags, o) : 1;
+					} else {
+						sleep = true;
+					}
 				}
 			}
 		}
@@ -897,14 +938,8 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 			qps_cpu_relax();
 			continue;
 		}
-
-		if (tmo) {
-			int64_t left = qps_ms_left(&deadline);
-
-			if (left <= 0)
-				return -ETIMEDOUT;
-			timeout = (int)left;
-		}
+		if (!sleep)
+			return -ETIMEDOUT;
 		/* Without a completion channel nothing wakes us: poll. */
 		if (ctx->event_fd < 0 && (timeout < 0 || timeout > 1))
 			timeout = 1;

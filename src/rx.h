@@ -56,7 +56,13 @@ struct qps_rx {
 	uint32_t *ref;			/* endpoints holding each buffer */
 	struct qps_epoch epoch;		/* the poller's reader slot */
 	bool cq_armed;			/* req_notify_cq since the last drain */
-	bool cq_arm_always;		/* an fd was handed out: keep armed */
+	/* Why the CQ is re-armed after each drain (rx.c "Arming"): a
+	 * descriptor handed out to an application that never brackets its
+	 * sleeps (sticky), or sleepers counted now. */
+	bool arm_sticky;
+	bool arm_explicit;		/* qps_ctx_arm() was used */
+	uint32_t arm_refs;
+	uint32_t arm_calls;		/* of them, qps_ctx_arm()'s */
 	bool qp_err;			/* receive QP failed: see qp_recover.c */
 	uint32_t inside;		/* receive calls that may linger (rx.c) */
 	struct qps_ipfrag frag;		/* raw transport: reassembly */
@@ -91,7 +97,12 @@ int qps_rx_refill_locked(struct qps_ctx *ctx);
 void qps_rxq_drain_locked(struct qps_ep *ep);
 bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts);
+/* One more or one fewer reason for @ep's eventfd to follow its queue and
+ * for the device to wake sleepers: a thread about to sleep on it. */
 void qps_ep_arm_locked(struct qps_ep *ep);
+void qps_ep_disarm_locked(struct qps_ep *ep);
+/* qps_ep_fd() handed the descriptor out. */
+void qps_ep_fd_out_locked(struct qps_ep *ep);
 /* A frame the device never saw (multicast loopback, mc_loop.c): parsed
  * and demultiplexed as if received; takes @frame (malloc'd). */
 void qps_rx_inject(struct qps_ctx *ctx, uint8_t *frame, size_t len);

@@ -691,6 +691,105 @@ static void test_epoll(void)
 	t_suite_end();
 }
 
+/* ------------------------------------------------------------------ */
+/* Sleep brackets: qps_ctx_arm, qps_ctx_disarm.                        */
+
+struct late_send {
+	pthread_t th;
+	struct qps_ep *tx;
+	int ms;
+};
+
+static void *late_send_run(void *arg)
+{
+	struct late_send *ls = arg;
+	static const char msg[] = "late";
+
+	usleep((useconds_t)ls->ms * 1000);
+	send_to(ls->tx, msg, sizeof(msg), 0, IP_B, 5100);
+	return NULL;
+}
+
+static void test_arm(void)
+{
+	char wire[64];
+	struct qps_ctx *a, *b;
+	struct qps_ep *rx, *tx;
+	struct pollfd pc = { .events = POLLIN }, pe = { .events = POLLIN };
+	struct late_send ls;
+	uint8_t in[256];
+	int64_t t0, dt;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "ep-arm");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	rx = mkep(b, IP_B, 5100);
+	tx = mkep(a, IP_A, 4100);
+	pc.fd = qps_ctx_fd(b);
+	pe.fd = qps_ep_fd(rx);
+	GE(pc.fd, 0);
+	GE(pe.fd, 0);
+	EQ(qps_ctx_arm(NULL), -EINVAL);
+	EQ(qps_ctx_disarm(NULL), -EINVAL);
+	EQ(qps_ctx_disarm(b), -EINVAL);
+
+	/* Before any bracket: the device wakes on every completion. */
+	EQ(send_to(tx, "one", 3, 0, IP_B, 5100), 3);
+	EQ(poll(&pc, 1, 1000), 1);
+	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), 3);
+	EQ(send_to(tx, "two", 3, 0, IP_B, 5100), 3);
+	EQ(poll(&pc, 1, 1000), 1);
+	EQ(poll(&pe, 1, 1000), 1);
+	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), 3);
+
+	/* Bracketed from now on. An arm the device has not used up yet may
+	 * still fire once; the drain after it arms nothing. */
+	GE(qps_ctx_arm(b), 0);
+	EQ(qps_ctx_disarm(b), 0);
+	EQ(qps_ctx_disarm(b), -EINVAL);
+	EQ(send_to(tx, "three", 5, 0, IP_B, 5100), 5);
+	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), 5);
+	EQ(send_to(tx, "four", 4, 0, IP_B, 5100), 4);
+	/* Nobody sleeps: no wake-up, the completion waits unprocessed. */
+	EQ(poll(&pc, 1, 100), 0);
+	EQ(poll(&pe, 1, 0), 0);
+	/* The arm handles it: the endpoint's descriptor is readable. */
+	GE(qps_ctx_arm(b), 1);
+	EQ(poll(&pe, 1, 1000), 1);
+	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), 4);
+	EQ(qps_ctx_disarm(b), 0);
+
+	/* Armed, a sleeper wakes for a datagram that comes later. */
+	GE(qps_ctx_arm(b), 0);
+	ls = (struct late_send){ .tx = tx, .ms = 50 };
+	EQ_FATAL(pthread_create(&ls.th, NULL, late_send_run, &ls), 0);
+	EQ(poll(&pe, 1, 2000), 1);
+	pthread_join(ls.th, NULL);
+	EQ(qps_ctx_disarm(b), 0);
+	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), 5);
+
+	/* A blocking receive still arms for its own sleep. */
+	set_int(rx, QPS_OPT_BUSY_POLL, 0);
+	set_int(rx, QPS_OPT_RCVTIMEO, 3000);
+	ls = (struct late_send){ .tx = tx, .ms = 50 };
+	EQ_FATAL(pthread_create(&ls.th, NULL, late_send_run, &ls), 0);
+	t0 = (int64_t)t_now_ms();
+	EQ(qps_recv(rx, in, sizeof(in), 0), 5);
+	dt = (int64_t)t_now_ms() - t0;
+	pthread_join(ls.th, NULL);
+	LE(dt, 1500);
+	/* ... and only for it. */
+	EQ(send_to(tx, "five", 4, 0, IP_B, 5100), 4);
+	EQ(send_to(tx, "six", 3, 0, IP_B, 5100), 3);
+	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), 4);
+	EQ(send_to(tx, "seven", 5, 0, IP_B, 5100), 5);
+	EQ(poll(&pc, 1, 100), 0);
+	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), 3);
+	EQ(qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT), 5);
+	t_suite_end();
+}
+
 #define EPX_PORT 7000
 
 /* Child side of test_epoll_process: send once the parent is ready. */
@@ -1737,6 +1836,7 @@ static CU_TestInfo tests[] = {
 	{ "non-blocking and RCVTIMEO", test_nonblock_timeout },
 	{ "readiness fd with epoll", test_epoll },
 	{ "readiness fd, sender in another process", test_epoll_process },
+	{ "sleep brackets: qps_ctx_arm, qps_ctx_disarm", test_arm },
 	{ "connect, disconnect, names", test_connect },
 	{ "bind rules", test_bind },
 	{ "limited and directed broadcast", test_broadcast },

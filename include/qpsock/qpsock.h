@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define QPS_VERSION_MAJOR 0
-#define QPS_VERSION_MINOR 4
+#define QPS_VERSION_MINOR 5
 
 struct qps_ctx;
 struct qps_ep;
@@ -176,6 +176,22 @@ int qps_ctx_progress(struct qps_ctx *ctx);
  * qps_ctx_progress() when it is readable.
  */
 int qps_ctx_fd(struct qps_ctx *ctx);
+
+/**
+ * qps_ctx_arm, qps_ctx_disarm - bracket a sleep on qps_ctx_fd() or
+ * qps_ep_fd() descriptors in the caller's own poll or epoll.
+ * qps_ctx_arm() progresses the device and arms its completion event, so
+ * that the next completion wakes the sleeper; qps_ctx_disarm() after the
+ * sleep. Once a context was armed this way, its event is armed only
+ * between the two calls (and while a blocking receive sleeps), so a
+ * thread that busy-polls costs no system call per datagram; before,
+ * qps_ctx_fd() and qps_ep_fd() keep it armed from their first call on.
+ * qps_ctx_arm() returns the completions it handled (> 0: a descriptor
+ * may be readable already), or a negative errno value; each successful
+ * qps_ctx_arm() takes one qps_ctx_disarm().
+ */
+int qps_ctx_arm(struct qps_ctx *ctx);
+int qps_ctx_disarm(struct qps_ctx *ctx);
 
 #define QPS_NAME_MAX 64
 
