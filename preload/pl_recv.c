@@ -270,6 +270,7 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		       struct timespec *timeout)
 {
 	struct pl_sock *s;
+	int64_t end = 0;
 	unsigned int i;
 	long r = 0;
 
@@ -278,9 +279,18 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.recvmmsg(fd, v, n, flags, timeout);
+	if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+			timeout->tv_nsec >= 1000000000)) {
+		pl_put(s);
+		errno = EINVAL;
+		return -1;
+	}
+	if (timeout)
+		end = pl_now_ns() + timeout->tv_sec * 1000000000 +
+		      timeout->tv_nsec;
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n;) {
 		int f = flags & ~MSG_WAITFORONE;
 
 		if (i > 0 && (flags & MSG_WAITFORONE))
@@ -288,7 +298,20 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		r = pl_recvmsg_sock(s, &v[i].msg_hdr, f);
 		if (r < 0)
 			break;
-		v[i].msg_len = (unsigned int)r;
+		v[i++].msg_len = (unsigned int)r;
+		/* As the kernel: the timeout is looked at after each
+		 * datagram (never while one is awaited), and what is left
+		 * of it is written back. */
+		if (timeout) {
+			int64_t left = end - pl_now_ns();
+
+			if (left < 0)
+				left = 0;
+			timeout->tv_sec = left / 1000000000;
+			timeout->tv_nsec = left % 1000000000;
+			if (!left)
+				break;
+		}
 	}
 	pl_put(s);
 	return i ? (int)i : (int)pl_ret(r);

@@ -238,6 +238,47 @@ static void test_send_recv(void)
 	close(fb);
 }
 
+static void test_recvmmsg_timeout(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b);
+	struct timespec ts = { 0, 1000000000 };
+	struct mmsghdr rm[4];
+	struct iovec ri[4];
+	char rb[4][8];
+	int i;
+
+	memset(rm, 0, sizeof(rm));
+	for (i = 0; i < 4; i++) {
+		ri[i] = (struct iovec){ rb[i], sizeof(rb[i]) };
+		rm[i].msg_hdr.msg_iov = &ri[i];
+		rm[i].msg_hdr.msg_iovlen = 1;
+	}
+	FAILS(recvmmsg(fb, rm, 4, MSG_DONTWAIT, &ts), EINVAL);
+	ts = (struct timespec){ -1, 0 };
+	FAILS(recvmmsg(fb, rm, 4, MSG_DONTWAIT, &ts), EINVAL);
+	for (i = 0; i < 3; i++) {
+		char m[3] = { 't', (char)('0' + i), 0 };
+
+		EQ(sendto(fa, m, 2, 0, (struct sockaddr *)&b, sizeof(b)), 2);
+	}
+	wait_in(fb);
+	usleep(20000);
+	/* Looked at after each datagram: a timeout already over still
+	 * gets the first one, and what is left (nothing) is written back. */
+	ts = (struct timespec){ 0, 0 };
+	EQ(recvmmsg(fb, rm, 4, 0, &ts), 1);
+	EQ(ts.tv_sec, 0);
+	EQ(ts.tv_nsec, 0);
+	CU_ASSERT(memcmp(rb[0], "t0", 2) == 0);
+	ts = (struct timespec){ 5, 0 };
+	EQ(recvmmsg(fb, rm, 4, MSG_DONTWAIT, &ts), 2);
+	EQ(ts.tv_sec, 4);
+	CU_ASSERT(memcmp(rb[1], "t2", 2) == 0);
+	close(fa);
+	close(fb);
+}
+
 static void test_recv_flags(void)
 {
 	struct sockaddr_in a, b;
@@ -771,6 +812,7 @@ int main(void)
 		{ "connect, AF_UNSPEC", test_connect },
 		{ "send/recv families", test_send_recv },
 		{ "MSG_PEEK, MSG_TRUNC, MSG_DONTWAIT", test_recv_flags },
+		{ "recvmmsg timeout", test_recvmmsg_timeout },
 		{ "IP_PKTINFO, SO_TIMESTAMP", test_cmsg },
 		{ "fortified entries", test_fortified },
 		{ "fcntl O_NONBLOCK, FIONBIO, FIONREAD", test_fcntl_ioctl },
