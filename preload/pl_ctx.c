@@ -185,6 +185,20 @@ __attribute__((destructor)) static void pl_fini(void)
 	if (__atomic_exchange_n(&pl_state, PL_AFTER, __ATOMIC_ACQ_REL) !=
 	    PL_RUNNING)
 		return;
+	if (pl_inside > 0) {
+		/* exit() from a signal handler that interrupted one of our
+		 * calls on this thread: that call may hold the core's locks
+		 * and will never leave, so nothing may be closed or waited
+		 * for. The process's end releases the rest (emu reclaims a
+		 * dead process's ports; the core's own destructor unlinks
+		 * its stats segments). */
+		if (pl_conf.stats) {
+			stats_print();
+			pl_log("exit inside a socket call (a signal handler): "
+			       "open sockets not reported");
+		}
+		return;
+	}
 	/* Sockets still open get their line at the final put, below. */
 	pl_fdtab_clear();
 	/* Wake whatever still waits in one (as the context's destruction

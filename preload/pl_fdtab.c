@@ -36,6 +36,8 @@ static int tab_n;
 static int tab_hi;	/* above every fd ever mapped */
 
 /* Freed sockets, reused only as sockets (above). */
+__thread int pl_inside __attribute__((tls_model("initial-exec")));
+
 static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_sock *free_list;
 
@@ -138,16 +140,26 @@ struct pl_sock *pl_get(int fd)
 			return NULL;
 		if (!ref_not_zero(s))
 			continue;
-		if (__atomic_load_n(sl, __ATOMIC_ACQUIRE) == s)
+		if (__atomic_load_n(sl, __ATOMIC_ACQUIRE) == s) {
+			pl_inside++;
 			return s;
-		pl_put(s);
+		}
+		pl_unref(s);
 	}
+}
+
+void pl_unref(struct pl_sock *s)
+{
+	if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		pl_sock_free(s);
 }
 
 void pl_put(struct pl_sock *s)
 {
-	if (s && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		pl_sock_free(s);
+	if (!s)
+		return;
+	pl_inside--;
+	pl_unref(s);
 }
 
 int pl_install(int fd, struct pl_sock *s)
@@ -189,7 +201,7 @@ void pl_dup_map(int oldfd, int newfd)
 	if (s && pl_install(newfd, s) < 0)
 		pl_log("fd %d: duplicate of offloaded fd %d beyond the fd "
 		       "table: left on the kernel", newfd, oldfd);
-	pl_put(old);
+	pl_unref(old);
 	pl_put(s);
 }
 
@@ -201,5 +213,5 @@ void pl_fdtab_clear(void)
 		return;
 	for (fd = 0; fd < __atomic_load_n(&tab_hi, __ATOMIC_RELAXED); fd++)
 		if (__atomic_load_n(&tab[fd], __ATOMIC_RELAXED))
-			pl_put(pl_remove(fd));
+			pl_unref(pl_remove(fd));
 }

@@ -145,7 +145,7 @@ void pl_live_close_all(void)
 
 static uint64_t next_id;
 
-void pl_sock_offload(int fd, int type)
+static void sock_offload(int fd, int type)
 {
 	struct qps_ctx *ctx = pl_ctx_get();
 	int e = errno, ret;
@@ -181,7 +181,7 @@ void pl_sock_offload(int fd, int type)
 	ret = pl_install(fd, s);
 	/* The table's reference now keeps it; on failure this was the
 	 * last, and it goes. */
-	pl_put(s);
+	pl_unref(s);
 	if (ret < 0) {
 		s = NULL;
 		goto fail;
@@ -202,6 +202,14 @@ fail:
 	errno = e;
 }
 
+void pl_sock_offload(int fd, int type)
+{
+	/* Opening the context and the endpoint takes the core's locks. */
+	pl_inside++;
+	sock_offload(fd, type);
+	pl_inside--;
+}
+
 void pl_sock_fallback(int fd, struct pl_sock *s, const char *why)
 {
 	struct pl_sock *t = pl_remove(fd);
@@ -213,7 +221,7 @@ void pl_sock_fallback(int fd, struct pl_sock *s, const char *why)
 		pl_install(fd, t);
 	else if (t)
 		t->fell_back = true;
-	pl_put(t);
+	pl_unref(t);
 }
 
 static bool is_loopback(struct in_addr a)

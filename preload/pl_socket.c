@@ -107,7 +107,7 @@ PL_EXPORT int close(int fd)
 	pl_epset_close(fd);
 	r = pl_real.close(fd);
 	e = errno;
-	pl_put(s);
+	pl_unref(s);
 	errno = e;
 	return r;
 }

@@ -48,24 +48,40 @@ void pl_cpu_relax(void)
 #endif
 }
 
+/* The core calls below hold its locks: counted in pl_inside. */
 int pl_spin_progress(void)
 {
 	struct qps_ctx *c = pl_ctx_peek();
+	int n;
 
-	return c ? qps_ctx_progress(c) : 0;
+	if (!c)
+		return 0;
+	pl_inside++;
+	n = qps_ctx_progress(c);
+	pl_inside--;
+	return n;
 }
 
 bool pl_sleep_arm(void)
 {
 	struct qps_ctx *c = pl_ctx_peek();
+	bool armed;
 
-	return c && qps_ctx_arm(c) >= 0;
+	if (!c)
+		return false;
+	pl_inside++;
+	armed = qps_ctx_arm(c) >= 0;
+	pl_inside--;
+	return armed;
 }
 
 void pl_sleep_disarm(bool armed)
 {
 	struct qps_ctx *c = pl_ctx_peek();
 
-	if (armed && c)
-		qps_ctx_disarm(c);
+	if (!armed || !c)
+		return;
+	pl_inside++;
+	qps_ctx_disarm(c);
+	pl_inside--;
 }

@@ -146,7 +146,15 @@ int pl_fdtab_init(void);
 /* Type-stable socket memory (pl_fdtab.c): one reference, the caller's. */
 struct pl_sock *pl_sock_alloc(void);
 void pl_sock_release(struct pl_sock *s);
+/* A reference for a call on @fd's socket, counted in pl_inside until
+ * pl_put() gives it back. */
 struct pl_sock *pl_get(int fd);
+/* Calls of this thread inside an offloaded socket or the core (pl_get,
+ * pl_wait.c, making a socket): an exit() from a signal handler that
+ * interrupted one must not wait for it, nor take the core's locks. */
+extern __thread int pl_inside __attribute__((tls_model("initial-exec")));
+/* Gives back a reference that is not a call's (the table's, the maker's). */
+void pl_unref(struct pl_sock *s);
 /* Whether @fd is offloaded now (no reference: a hint). */
 bool pl_mapped(int fd);
 void pl_put(struct pl_sock *s);

@@ -718,6 +718,48 @@ static void test_fork(void)
 	close(fb);
 }
 
+static void on_alrm_exit(int sig)
+{
+	(void)sig;
+	exit(3);
+}
+
+/* A handler that calls exit() while its thread is blocked in recv(): the
+ * process ends with the handler's status, at once. */
+static void test_exit_in_handler(void)
+{
+	int st = -1, i;
+	pid_t pid, w = 0;
+
+	pid = fork();
+	if (pid == 0) {
+		/* Any address: under the preload a child's context has an
+		 * address of its own. */
+		struct sockaddr_in s = { .sin_family = AF_INET };
+		int fd = socket(AF_INET, SOCK_DGRAM, 0);
+		char buf[8];
+
+		if (fd < 0 || bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0)
+			_exit(1);
+		signal(SIGALRM, on_alrm_exit);
+		alarm(1);
+		recv(fd, buf, sizeof(buf), 0);
+		_exit(2);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	for (i = 0; i < 1000 && w == 0; i++) {
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			usleep(10000);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	EQ(w, pid);
+	CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+}
+
 /* A vfork child has its own fds but shares the parent's memory (the
  * preload's table too): its close must not take the parent's socket. */
 static void test_vfork_close(void)
@@ -824,6 +866,7 @@ int main(void)
 		{ "threads racing on the fd table", test_fd_races },
 		{ "signals: EINTR, SA_RESTART", test_signal_restart },
 		{ "fork", test_fork },
+		{ "exit from a signal handler inside recv", test_exit_in_handler },
 		{ "vfork child closes", test_vfork_close },
 		{ "loopback falls back", test_loopback_fallback },
 		CU_TEST_INFO_NULL,
