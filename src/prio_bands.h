@@ -209,6 +209,60 @@ static inline int qps_prio_send(struct qps_prio *b, void *item,
 }
 
 /*
+ * The bypass of qps_prio_send() for a producer that already holds what
+ * the post callback takes itself (tx.c: the send queue's lock, under
+ * which it built the item): it posts its item itself, saving the
+ * callback's second round trip on that lock. Returns 1 when the caller
+ * now owns the transmitter and may bypass: it posts the item, drops its
+ * lock, then calls qps_prio_bypass_end(@posted true). 0: not now, send
+ * through qps_prio_enqueue() as usual. -1: owned, but not to be bypassed
+ * after all: drop the lock, qps_prio_bypass_end(@posted false), then send
+ * as usual.
+ */
+static inline int qps_prio_bypass_begin(struct qps_prio *b)
+{
+	uint32_t s = 0;
+
+	/* A hint before owning (written by owners): a stale "no" is checked
+	 * again below, a stale "yes" costs only this fast path. */
+	if (atomic_load_explicit(&b->paused, memory_order_relaxed) ||
+	    atomic_load_explicit(&b->backlog, memory_order_relaxed) ||
+	    atomic_load_explicit(&b->state, memory_order_relaxed))
+		return 0;
+	/* Acquire side: pairs with the release in qps_prio_release()
+	 * (prio_bands.c) of the previous owner, as in qps_prio_send(). */
+	if (!atomic_compare_exchange_strong_explicit(&b->state, &s,
+						     QPS_PRIO_OWNER,
+						     memory_order_seq_cst,
+						     memory_order_relaxed))
+		return 0;
+	/* Relaxed: written under the owner word, which ordered them for us. */
+	if (atomic_load_explicit(&b->paused, memory_order_relaxed) ||
+	    atomic_load_explicit(&b->backlog, memory_order_relaxed))
+		return -1;
+	return 1;
+}
+
+/* Gives the transmitter qps_prio_bypass_begin() took back, draining what
+ * producers queued meanwhile (they flagged MISSED). */
+static inline void qps_prio_bypass_end(struct qps_prio *b, unsigned int band,
+				       bool posted)
+{
+	uint32_t s = QPS_PRIO_OWNER;
+
+	if (posted)
+		qps_prio_add(&b->bypassed[band], 1);
+	/* Release side: pairs with the next owner's take; fails if a
+	 * producer queued meanwhile (MISSED), which is then drained. */
+	if (!b->release_hook &&
+	    atomic_compare_exchange_strong_explicit(&b->state, &s, 0,
+						    memory_order_seq_cst,
+						    memory_order_seq_cst))
+		return;
+	qps_prio_slow_finish(b);
+}
+
+/*
  * qps_prio_enqueue - send @item (any pointer value) of @bytes at priority
  * @prio: posted now or queued for the owner; 0 either way. -EAGAIN when
  * its band is full (nothing queued, counted in drops).

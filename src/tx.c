@@ -334,14 +334,13 @@ static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
  * device refuses is counted in tx_errors and its slot freed by
  * qps_tx_xmit_locked, so every item offered is taken.
  */
-int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
+static void qps_tx_prio_post_locked(struct qps_sq *sq, void **items,
+				    unsigned int n, bool more)
 {
-	struct qps_sq *sq = arg;
 	const void *last_who = NULL;
 	bool plain = n == 0;
 	unsigned int i;
 
-	pthread_mutex_lock(&sq->lock);
 	for (i = 0; i < n; i++) {
 		uint32_t slot = (uint32_t)((uintptr_t)items[i] - 1);
 		/* Read before the post: a refused frame's slot is freed. */
@@ -366,6 +365,14 @@ int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 		else if (last_who != &qps_tx_self)
 			qps_db_defer_locked(sq);
 	}
+}
+
+int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
+{
+	struct qps_sq *sq = arg;
+
+	pthread_mutex_lock(&sq->lock);
+	qps_tx_prio_post_locked(sq, items, n, more);
 	pthread_mutex_unlock(&sq->lock);
 	return (int)n;
 }
@@ -807,7 +814,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	struct sockaddr_in to;
 	struct qps_sq *sq;
 	uint32_t slot, hash = 0;
-	int ret;
+	int ret, bypass;
 
 	memset(&h, 0, sizeof(h));
 	if (!dst) {
@@ -871,9 +878,22 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	ep->sb->tx_packets++;
 	ep->sb->tx_bytes += len;
 	ep->sb->txq = (int32_t)sq->idx;
+	/* Bands empty and no transmitter: post it as the owner would, under
+	 * the lock we hold. */
+	bypass = qps_prio_bypass_begin(sq->prio);
+	if (bypass > 0) {
+		void *item = (void *)((uintptr_t)slot + 1);
+
+		qps_tx_prio_post_locked(sq, &item, 1, false);
+	}
 	/* The owner's post takes sq->lock: hand the slot over without it. */
 	pthread_mutex_unlock(&sq->lock);
 	r->sq = NULL;
+	if (bypass) {
+		qps_prio_bypass_end(sq->prio, qps_prio_band(prio), bypass > 0);
+		if (bypass > 0)
+			return 0;
+	}
 	return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len, prio,
 			   dontwait, true);
 }
