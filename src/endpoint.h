@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "txq_select.h"
@@ -31,24 +32,19 @@ struct qps_ep_mc;
 struct qps_rxd;
 struct qps_stat_ep;
 
-/* A MAC address in the low 48 bits of a word, so that it can be loaded and
- * stored whole (struct qps_ep peer_mac48). */
+/* A MAC address in the first 6 bytes of a word (the other two zero), so
+ * that it can be loaded and stored whole (struct qps_ep peer_mac48). */
 static inline uint64_t qps_mac48_pack(const uint8_t mac[6])
 {
 	uint64_t v = 0;
-	int i;
 
-	for (i = 0; i < 6; i++)
-		v |= (uint64_t)mac[i] << (8 * i);
+	memcpy(&v, mac, 6);
 	return v;
 }
 
 static inline void qps_mac48_unpack(uint64_t v, uint8_t mac[6])
 {
-	int i;
-
-	for (i = 0; i < 6; i++)
-		mac[i] = (uint8_t)(v >> (8 * i));
+	memcpy(mac, &v, 6);
 }
 
 enum qps_ep_state {
@@ -91,7 +87,7 @@ struct qps_ep {
 	 * of the send queue they use. */
 	struct sockaddr_in local;
 	struct sockaddr_in peer;
-	/* The peer's MAC (6 bytes in the low 48 bits) and the route
+	/* The peer's MAC (qps_mac48_pack) and the route
 	 * generation it was resolved under, published as one update by
 	 * qps_ep_peer_mac_store (under peer_lock) and read without a lock
 	 * by qps_ep_peer_mac_load. */
