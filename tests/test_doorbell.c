@@ -937,7 +937,7 @@ static int burst(struct bare *x, struct qps_sq_mlx4 *sq, const size_t *lens,
 
 		EQ_FATAL(qps_sq_mlx4_write(sq, x->frames + (size_t)k * 2048,
 					   fl, x->mr->lkey, first + k,
-					   k == n - 1), 0);
+					   k == n - 1, 0), 0);
 	}
 	return qps_sq_mlx4_ring(sq);
 }
@@ -1051,7 +1051,7 @@ static void same_wqe_bytes(void)
 				 IBV_SEND_INLINE : 0);
 		EQ(g.ops->post_send(g.qp, &wr, &bad), 0);
 		EQ(qps_sq_mlx4_write(&sq, g.frames + (size_t)k * 2048, fl,
-				     g.mr->lkey, k, true), 0);
+				     g.mr->lkey, k, true, 0), 0);
 	}
 	/* The newest WQE's owner word waits for the ring (sq_mlx4.c). */
 	GE(qps_sq_mlx4_ring(&sq), QPS_SQ_RANG_DB);

@@ -242,7 +242,7 @@ static void test_ring(void)
 	/* WQE 0 and 3 ask; 5 (the last) is made to at ring time. */
 	for (i = 0; i < 6; i++)
 		EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 100 + (uint64_t)i,
-				     i == 0 || i == 3), 0);
+				     i == 0 || i == 3, 0), 0);
 	EQ(qps_null_counters_all(dev, &c), 0);
 	EQ(c.dev.wqes, 0);	/* not told yet */
 	EQ(ops->poll_cq(cq, 8, wc), 0);
@@ -272,8 +272,8 @@ static void test_ring(void)
 	/* A doorbell before the ring (the device may be told early): it
 	 * takes the WQEs handed over and stops at the newest, which the
 	 * core still holds back. */
-	EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 6, false), 0);
-	EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 7, false), 0);
+	EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 6, false, 0), 0);
+	EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 7, false, 0), 0);
 	qps_null_db_write(qp, sq.m.doorbell_qpn);
 	EQ(qps_null_counters_all(dev, &c), 0);
 	EQ(c.dev.wqes, 7);
@@ -291,7 +291,7 @@ static void test_ring(void)
 	/* Around the ring many times: the owner bit flips per lap. */
 	for (i = 0; i < 3 * (int)sq.m.wqe_cnt; i++) {
 		EQ_FATAL(qps_sq_mlx4_write(&sq, frame, 106, 0, (uint64_t)i,
-					   false), 0);
+					   false, 0), 0);
 		EQ_FATAL(qps_sq_mlx4_ring(&sq), QPS_SQ_RANG_DB);
 		EQ_FATAL(ops->poll_cq(cq, 8, wc), 1);
 		EQ(wc[0].wr_id, (uint64_t)i);
