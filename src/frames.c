@@ -131,8 +131,9 @@ static void eth_hdr_build(uint8_t *eth, const struct qps_frame_hdr *h)
 
 /* ip_id is stored as given: like the addresses, it is in network order.
  * @frag is the flags and offset field (host order). */
-static void ip_hdr_build(uint8_t *ip, const struct qps_frame_hdr *h,
-			 uint16_t tot_len, uint16_t frag, bool sw_sum)
+static inline __attribute__((always_inline)) void
+ip_hdr_build(uint8_t *ip, const struct qps_frame_hdr *h, uint16_t tot_len,
+	     uint16_t frag, bool sw_sum)
 {
 	uint8_t ttl = h->ttl ? h->ttl : QPS_IP_DEFAULT_TTL;
 	uint16_t csum;
@@ -164,8 +165,9 @@ static void ip_hdr_build(uint8_t *ip, const struct qps_frame_hdr *h,
 /* The UDP checksum covers the pseudo header, the UDP header and the
  * payload, whose sum the caller has; without @sw_sum the field stays 0
  * for the device. */
-static void udp_hdr_fill(uint8_t *udp, const struct qps_frame_hdr *h,
-			 size_t payload_len, uint32_t payload_sum, bool sw_sum)
+static inline __attribute__((always_inline)) void
+udp_hdr_fill(uint8_t *udp, const struct qps_frame_hdr *h, size_t payload_len,
+	     uint32_t payload_sum, bool sw_sum)
 {
 	uint16_t udp_len = (uint16_t)(QPS_UDP_HLEN + payload_len);
 	uint16_t csum;
@@ -250,7 +252,8 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 				   qps_csum_partial(payload, payload_len, 0));
 }
 
-static bool bad_saddr(const uint8_t *a)
+static inline __attribute__((always_inline)) bool
+bad_saddr(const uint8_t *a)
 {
 	static const uint8_t zero[4], bcast[4] = { 255, 255, 255, 255 };
 
