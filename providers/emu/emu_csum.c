@@ -105,12 +105,13 @@ void qps_emu_csum_tx(uint8_t *f, uint32_t len, uint32_t srcrb)
 	ulen = udp_len(ip, ihl, len);
 	if ((srcrb & MLX4_WQE_CTRL_TCP_UDP_CSUM) && ulen) {
 		uint8_t *udp = ip + ihl;
-		uint16_t c;
+		uint16_t s;
 
 		put16(udp + 6, 0);
-		c = (uint16_t)~fold(sum16(pseudo_sum(ip, ulen), udp, ulen));
-		/* 0 on the wire means "no checksum" (RFC 768). */
-		put16(udp + 6, c ? c : 0xffff);
+		s = fold(sum16(pseudo_sum(ip, ulen), udp, ulen));
+		/* Its complement 0 goes as 0xffff: 0 on the wire means "no
+		 * checksum" (RFC 768). */
+		put16(udp + 6, s == 0xffff ? 0xffff : (uint16_t)~s);
 	}
 }
 
