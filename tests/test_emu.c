@@ -1981,6 +1981,7 @@ static void test_csum_tx_flags(void)
 	static const uint8_t m[6] = { 2, 0, 0, 0, 0, 1 };
 	uint8_t f[FRAME_LEN + 4], g[FRAME_LEN + 4];
 	uint32_t ip = t_ip4("198.18.0.1");
+	uint16_t w;
 
 	mkframe(f, m, m, ip, ip, 1, 2, 7);
 	memset(f + 24, 0, 2);
@@ -2001,6 +2002,18 @@ static void test_csum_tx_flags(void)
 	memcpy(f, g, FRAME_LEN);
 	qps_emu_csum_tx(g, FRAME_LEN, MLX4_WQE_CTRL_TCP_UDP_CSUM);
 	CU_ASSERT_EQUAL(memcmp(g, f, FRAME_LEN), 0);
+	/* A datagram whose sum complements to 0 goes with 0xffff. */
+	mkframe(f, m, m, ip, ip, 1, 2, 7);
+	f[46] = f[47] = 0;
+	w = (uint16_t)(0xffff - sum_fold(sum_fold(0, f + 26, 8) + 17 +
+					 FRAME_LEN - 34, f + 34,
+					 FRAME_LEN - 34));
+	f[46] = (uint8_t)(w >> 8);
+	f[47] = (uint8_t)w;
+	qps_emu_csum_tx(f, FRAME_LEN, MLX4_WQE_CTRL_TCP_UDP_CSUM);
+	CU_ASSERT_EQUAL(f[40], 0xff);
+	CU_ASSERT_EQUAL(f[41], 0xff);
+	CU_ASSERT(udp_ok(f));
 	/* Ethernet padding after the datagram is not summed. */
 	mkframe(f, m, m, ip, ip, 1, 2, 7);
 	memset(f + FRAME_LEN, 0xaa, 4);
