@@ -492,9 +492,11 @@ static void bc_print(const struct bc_opts *o, const char *name,
 		       "\"ns_median\":%.1f,\"cpu_ns_per_dgram\":%.1f,"
 		       "\"cpu_ns_median\":%.1f,\"cycles_per_dgram\":%s,"
 		       "\"loadavg\":%.2f}\n", name, bc_path_name(o->path),
-		       res->csum_hw ? "hw" : "sw", BC_PAYLOAD, (unsigned long long)res->dgrams,
-		       (unsigned long long)res->dgrams_all, res->ns_best, res->ns_median, res->cpu_best,
-		       res->cpu_median, cyc, load);
+		       res->csum_hw ? "hw" : "sw", BC_PAYLOAD,
+		       (unsigned long long)res->dgrams,
+		       (unsigned long long)res->dgrams_all, res->ns_best,
+		       res->ns_median, res->cpu_best, res->cpu_median, cyc,
+		       load);
 		return;
 	}
 	printf("%-20s %4s %10.1f %10.1f %10.1f %10s %12llu\n", name,

@@ -166,10 +166,10 @@ static void qps_sq_mlx4_give(struct qps_sq_mlx4 *sq, uint32_t ind)
  * Write one SEND WQE for @frame: inline when it fits, else one data
  * segment (@lkey must cover the frame until its completion); @signaled:
  * it asks for a completion; @csum: the ctrl segment's checksum flags
- * (MLX4_WQE_CTRL_IP_HDR_CSUM, MLX4_WQE_CTRL_TCP_UDP_CSUM) or 0. The device gets it, unchanged, when the next
- * WQE is written, or with CQ_UPDATE set when qps_sq_mlx4_ring() runs (see
- * the top of this file). -ENOSPC when the ring is full, -EINVAL for an
- * empty frame.
+ * (MLX4_WQE_CTRL_IP_HDR_CSUM, MLX4_WQE_CTRL_TCP_UDP_CSUM) or 0. The
+ * device gets it, unchanged, when the next WQE is written, or with
+ * CQ_UPDATE set when qps_sq_mlx4_ring() runs (see the top of this file).
+ * -ENOSPC when the ring is full, -EINVAL for an empty frame.
  */
 int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 		      uint32_t len, uint32_t lkey, uint64_t wr_id,

@@ -720,9 +720,9 @@ static void qps_tx_frags_count(struct qps_ep *ep, struct qps_sq *sq,
  * in order and all on the queue @r holds, the UDP checksum (over the
  * whole datagram) in the first. Both checksums are qpsock's whether or
  * not the device offloads them: the UDP sum spans the fragments, and a
- * WQE asking for it would have the device sum one fragment as if it
- * were the datagram. Every fragment but the datagram's last
- * asks for MORE, so its doorbell rings once. A fragment refused after
+ * WQE asking for it would have the device sum one fragment as if it were
+ * the datagram. Every fragment but the datagram's last asks for MORE, so
+ * its doorbell rings once. A fragment refused after
  * others were handed over (the band full for a sender that may not wait,
  * SNDTIMEO) cuts the datagram short: the call fails as a refused send
  * does, and tx_frag_partial counts what the wire got part of.

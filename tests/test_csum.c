@@ -322,7 +322,7 @@ static void bad_dropped(uint32_t path, bool offload)
 }
 BOTH(bad_dropped)
 
-/* --- the switch ------------------------------------------------------------ */
+/* --- the switch --------------------------------------------------------- */
 
 static void test_env(void)
 {
