@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * qps_bench core [--json] [--ms M] [--rounds R] [--case NAME]
- *                [--path auto|generic|direct]
+ *                [--path auto|generic|direct] [--csum hw|sw|both]
  *
  * What qpsock's core costs per datagram, with the device's work at zero:
  * every case runs on the null provider (docs/null.md), 64-byte payloads,
@@ -26,6 +26,13 @@
  * both together), recv_unicast (bound port), recv_mcast_1 and
  * recv_mcast_4 (a group with 1 or 4 members; ns per datagram the device
  * delivered, each of which reaches every member).
+ *
+ * Checksums: with hw the null device offloads them (QPS_DEV_CAP_CSUM: the
+ * core leaves the fields 0 on send and skips verifying what the device
+ * marked good on receive), with sw it does not (null's csum=off) and the
+ * core computes and verifies them all; both (the default) runs each case
+ * both ways. Each result says which it measured ("csum"), as the
+ * context reported it (qps_stats.csum_offload).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,7 +63,11 @@ struct bc_opts {
 	unsigned int rounds;
 	const char *only;
 	uint32_t path;
+	unsigned int csum;	/* BC_CSUM_* bits: the modes to run */
 };
+
+#define BC_CSUM_HW 1u
+#define BC_CSUM_SW 2u
 
 struct bc_run {
 	const struct bc_opts *o;
@@ -66,6 +77,7 @@ struct bc_run {
 	struct sockaddr_in to;
 	struct qps_msg msgs[BC_BATCH];
 	uint8_t buf[BC_PAYLOAD];
+	bool csum_sw;		/* the device must not offload checksums */
 };
 
 struct bc_case {
@@ -95,7 +107,13 @@ static uint64_t bc_now(void)
 static int bc_ctx(struct bc_run *r, const char *dev)
 {
 	struct qps_ctx_attr a;
+	char d[128];
 
+	if (r->csum_sw) {
+		snprintf(d, sizeof(d), "%s%scsum=off", dev ? dev : "",
+			 dev ? ":" : "");
+		dev = d;
+	}
 	memset(&a, 0, sizeof(a));
 	a.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_NUM_TXQ |
 		      QPS_CTX_ATTR_TX_PATH;
@@ -320,6 +338,7 @@ struct bc_result {
 	double cpu_best, cpu_median;
 	uint64_t dgrams;
 	uint64_t dgrams_all;	/* the warm-up round's too */
+	bool csum_hw;		/* the context offloaded checksums */
 };
 
 /* Rounds 1..n of @rd (round 0 is the warm-up), per datagram. */
@@ -405,16 +424,18 @@ static int bc_run_threads(const struct bc_case *c, struct bc_run *r,
 }
 
 static int bc_run_case(const struct bc_case *c, const struct bc_opts *o,
-		       struct bc_result *res)
+		       bool csum_sw, struct bc_result *res)
 {
 	struct bc_run r;
 	struct bc_round rd[BC_MAX_ROUNDS + 1];
+	struct qps_stats st;
 	uint64_t ns = (uint64_t)o->ms * 1000000u / o->rounds;
 	unsigned int i;
 	int fd, ret;
 
 	memset(&r, 0, sizeof(r));
 	r.o = o;
+	r.csum_sw = csum_sw;
 	r.to.sin_family = AF_INET;
 	r.to.sin_port = htons(9999);
 	r.to.sin_addr.s_addr = inet_addr(BC_PEER);
@@ -437,6 +458,10 @@ static int bc_run_case(const struct bc_case *c, const struct bc_opts *o,
 			bc_summarise(rd, o->rounds, fd >= 0, res);
 		qps_bench_cycles_close(fd);
 	}
+	memset(&st, 0, sizeof(st));
+	if (ret == 0 && qps_ctx_stats(r.ctx, &st, sizeof(st)) < 0)
+		ret = -EIO;
+	res->csum_hw = st.csum_offload != 0;
 	for (i = 0; i < r.neps; i++)
 		qps_ep_close(r.ep[i]);
 	qps_ctx_destroy(r.ctx);
@@ -460,26 +485,30 @@ static void bc_print(const struct bc_opts *o, const char *name,
 		snprintf(cyc, sizeof(cyc), "null");
 	if (o->json) {
 		printf("{\"bench\":\"core\",\"case\":\"%s\",\"provider\":"
-		       "\"null\",\"tx_path\":\"%s\",\"payload\":%d,"
+		       "\"null\",\"tx_path\":\"%s\",\"csum\":\"%s\","
+		       "\"payload\":%d,"
 		       "\"dgrams\":%llu,\"dgrams_all\":%llu,"
 		       "\"ns_per_dgram\":%.1f,"
 		       "\"ns_median\":%.1f,\"cpu_ns_per_dgram\":%.1f,"
 		       "\"cpu_ns_median\":%.1f,\"cycles_per_dgram\":%s,"
 		       "\"loadavg\":%.2f}\n", name, bc_path_name(o->path),
-		       BC_PAYLOAD, (unsigned long long)res->dgrams,
-		       (unsigned long long)res->dgrams_all, res->ns_best, res->ns_median, res->cpu_best,
-		       res->cpu_median, cyc, load);
+		       res->csum_hw ? "hw" : "sw", BC_PAYLOAD,
+		       (unsigned long long)res->dgrams,
+		       (unsigned long long)res->dgrams_all, res->ns_best,
+		       res->ns_median, res->cpu_best, res->cpu_median, cyc,
+		       load);
 		return;
 	}
-	printf("%-20s %10.1f %10.1f %10.1f %10s %12llu\n", name,
-	       res->ns_best, res->ns_median, res->cpu_best, cyc,
-	       (unsigned long long)res->dgrams);
+	printf("%-20s %4s %10.1f %10.1f %10.1f %10s %12llu\n", name,
+	       res->csum_hw ? "hw" : "sw", res->ns_best, res->ns_median,
+	       res->cpu_best, cyc, (unsigned long long)res->dgrams);
 }
 
 static int bc_usage(void)
 {
 	fprintf(stderr, "usage: qps_bench core [--json] [--ms M] "
-		"[--rounds R] [--case NAME] [--path auto|generic|direct]\n");
+		"[--rounds R] [--case NAME] [--path auto|generic|direct] "
+		"[--csum hw|sw|both]\n");
 	return 2;
 }
 
@@ -491,6 +520,7 @@ static int bc_opts_parse(int argc, char **argv, struct bc_opts *o)
 	o->ms = 1500;
 	o->rounds = 5;
 	o->path = QPS_TX_PATH_AUTO;
+	o->csum = BC_CSUM_HW | BC_CSUM_SW;
 	for (i = 1; i < argc; i++) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -512,6 +542,12 @@ static int bc_opts_parse(int argc, char **argv, struct bc_opts *o)
 			o->path = QPS_TX_PATH_DIRECT;
 		else if (!strcmp(argv[i], "--path") && !strcmp(v, "auto"))
 			o->path = QPS_TX_PATH_AUTO;
+		else if (!strcmp(argv[i], "--csum") && !strcmp(v, "hw"))
+			o->csum = BC_CSUM_HW;
+		else if (!strcmp(argv[i], "--csum") && !strcmp(v, "sw"))
+			o->csum = BC_CSUM_SW;
+		else if (!strcmp(argv[i], "--csum") && !strcmp(v, "both"))
+			o->csum = BC_CSUM_HW | BC_CSUM_SW;
 		else
 			return -1;
 		i++;
@@ -532,28 +568,35 @@ int qps_bench_core(int argc, char **argv)
 	if (bc_opts_parse(argc, argv, &o))
 		return bc_usage();
 	if (!o.json)
-		printf("%-20s %10s %10s %10s %10s %12s\n", "case", "ns/dgram",
-		       "median", "cpu ns", "cyc/dgram", "datagrams");
+		printf("%-20s %4s %10s %10s %10s %10s %12s\n", "case", "csum",
+		       "ns/dgram", "median", "cpu ns", "cyc/dgram",
+		       "datagrams");
 	for (i = 0; bc_cases[i].name; i++) {
 		const struct bc_case *c = &bc_cases[i];
+		unsigned int m;
 
 		if (o.only && strcmp(o.only, c->name) != 0)
 			continue;
-		ret = bc_run_case(c, &o, &res);
-		if (ret == -ENOENT) {
-			fprintf(stderr, "qps_bench core: no null provider in "
-				"this build (QPS_WITH_NULL)\n");
-			return 77;
+		for (m = BC_CSUM_HW; m <= BC_CSUM_SW; m <<= 1) {
+			if (!(o.csum & m))
+				continue;
+			ret = bc_run_case(c, &o, m == BC_CSUM_SW, &res);
+			if (ret == -ENOENT) {
+				fprintf(stderr, "qps_bench core: no null "
+					"provider in this build "
+					"(QPS_WITH_NULL)\n");
+				return 77;
+			}
+			if (ret < 0) {
+				fprintf(stderr, "qps_bench core: %s: %s\n",
+					c->name, strerror(-ret));
+				return 1;
+			}
+			if (getloadavg(load, 1) != 1)
+				load[0] = -1;
+			bc_print(&o, c->name, &res, load[0]);
+			fflush(stdout);
 		}
-		if (ret < 0) {
-			fprintf(stderr, "qps_bench core: %s: %s\n", c->name,
-				strerror(-ret));
-			return 1;
-		}
-		if (getloadavg(load, 1) != 1)
-			load[0] = -1;
-		bc_print(&o, c->name, &res, load[0]);
-		fflush(stdout);
 		ran++;
 	}
 	if (!ran) {

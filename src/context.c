@@ -113,6 +113,24 @@ static int qps_ctx_tx_path(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 	return 0;
 }
 
+/* Checksum offload where the device has it, unless $QPS_CSUM_OFFLOAD
+ * says off. UD frames are the device's to build whole. */
+static int qps_ctx_csum(struct qps_ctx *ctx)
+{
+	const char *env = getenv("QPS_CSUM_OFFLOAD");
+	bool on = true;
+
+	if (env && *env) {
+		if (!strcmp(env, "off") || !strcmp(env, "0"))
+			on = false;
+		else if (strcmp(env, "on") != 0 && strcmp(env, "1") != 0)
+			return -EINVAL;
+	}
+	ctx->csum_offload = on && (ctx->info.caps & QPS_DEV_CAP_CSUM) &&
+			    ctx->transport == QPS_TRANSPORT_RAW;
+	return 0;
+}
+
 static int qps_ctx_db_delay(struct qps_ctx *ctx,
 			    const struct qps_ctx_attr *attr)
 {
@@ -438,6 +456,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ret = qps_ctx_ud_check(ctx);
 	if (!ret)
 		ret = qps_ctx_tx_path(ctx, attr);
+	if (!ret)
+		ret = qps_ctx_csum(ctx);
 	if (!ret)
 		ret = qps_stat_open(ctx, attr);
 	if (ret < 0)

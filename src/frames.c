@@ -131,8 +131,9 @@ static void eth_hdr_build(uint8_t *eth, const struct qps_frame_hdr *h)
 
 /* ip_id is stored as given: like the addresses, it is in network order.
  * @frag is the flags and offset field (host order). */
-static void ip_hdr_build(uint8_t *ip, const struct qps_frame_hdr *h,
-			 uint16_t tot_len, uint16_t frag)
+static inline __attribute__((always_inline)) void
+ip_hdr_build(uint8_t *ip, const struct qps_frame_hdr *h, uint16_t tot_len,
+	     uint16_t frag, bool sw_sum)
 {
 	uint8_t ttl = h->ttl ? h->ttl : QPS_IP_DEFAULT_TTL;
 	uint16_t csum;
@@ -148,6 +149,8 @@ static void ip_hdr_build(uint8_t *ip, const struct qps_frame_hdr *h,
 	memset(ip + QPS_IPOFF_CSUM, 0, 2);
 	memcpy(ip + QPS_IPOFF_SADDR, &h->saddr, 4);
 	memcpy(ip + QPS_IPOFF_DADDR, &h->daddr, 4);
+	if (!sw_sum)
+		return;
 	/* The header's words from the values just stored, as they lie in
 	 * memory (htons of a big-endian field), not read back: wide loads
 	 * of bytes stored a moment ago would wait for the stores. */
@@ -160,12 +163,13 @@ static void ip_hdr_build(uint8_t *ip, const struct qps_frame_hdr *h,
 }
 
 /* The UDP checksum covers the pseudo header, the UDP header and the
- * payload, whose sum the caller has. */
-void qps_udp_hdr_build(void *udp_hdr, const struct qps_frame_hdr *h,
-		       size_t payload_len, uint32_t payload_sum)
+ * payload, whose sum the caller has; without @sw_sum the field stays 0
+ * for the device. */
+static inline __attribute__((always_inline)) void
+udp_hdr_fill(uint8_t *udp, const struct qps_frame_hdr *h, size_t payload_len,
+	     uint32_t payload_sum, bool sw_sum)
 {
 	uint16_t udp_len = (uint16_t)(QPS_UDP_HLEN + payload_len);
-	uint8_t *udp = udp_hdr;
 	uint16_t csum;
 	uint64_t sum;
 
@@ -173,6 +177,8 @@ void qps_udp_hdr_build(void *udp_hdr, const struct qps_frame_hdr *h,
 	memcpy(udp + QPS_UDPOFF_DPORT, &h->dport, 2);
 	qps_be16_put(udp + QPS_UDPOFF_LEN, udp_len);
 	memset(udp + QPS_UDPOFF_CSUM, 0, 2);
+	if (!sw_sum)
+		return;
 	/* Pseudo header, then the UDP header's words (checksum 0), from
 	 * their values as above. */
 	sum = (uint64_t)udp_pseudo_sum(h->saddr, h->daddr, udp_len) +
@@ -184,8 +190,15 @@ void qps_udp_hdr_build(void *udp_hdr, const struct qps_frame_hdr *h,
 	memcpy(udp + QPS_UDPOFF_CSUM, &csum, 2);
 }
 
-int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
-			size_t payload_len, uint32_t payload_sum)
+void qps_udp_hdr_build(void *udp_hdr, const struct qps_frame_hdr *h,
+		       size_t payload_len, uint32_t payload_sum)
+{
+	udp_hdr_fill(udp_hdr, h, payload_len, payload_sum, true);
+}
+
+static inline __attribute__((always_inline)) int
+frame_build(void *frame, const struct qps_frame_hdr *h, size_t payload_len,
+	    uint32_t payload_sum, bool sw_sum)
 {
 	uint8_t *eth = frame;
 
@@ -194,10 +207,22 @@ int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 	eth_hdr_build(eth, h);
 	ip_hdr_build(eth + QPS_ETH_HLEN, h,
 		     (uint16_t)(QPS_IP_HLEN + QPS_UDP_HLEN + payload_len),
-		     QPS_IP_DF);
-	qps_udp_hdr_build(eth + QPS_ETH_HLEN + QPS_IP_HLEN, h, payload_len,
-			  payload_sum);
+		     QPS_IP_DF, sw_sum);
+	udp_hdr_fill(eth + QPS_ETH_HLEN + QPS_IP_HLEN, h, payload_len,
+		     payload_sum, sw_sum);
 	return (int)(QPS_HDRS_LEN + payload_len);
+}
+
+int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
+			size_t payload_len, uint32_t payload_sum)
+{
+	return frame_build(frame, h, payload_len, payload_sum, true);
+}
+
+int qps_frame_build_hw(void *frame, const struct qps_frame_hdr *h,
+		       size_t payload_len)
+{
+	return frame_build(frame, h, payload_len, 0, false);
 }
 
 /* Fragments leave without DF, as the kernel's do: a router may split
@@ -212,7 +237,7 @@ int qps_frame_build_frag(void *frame, const struct qps_frame_hdr *h,
 		return -EINVAL;
 	eth_hdr_build(eth, h);
 	ip_hdr_build(eth + QPS_ETH_HLEN, h, (uint16_t)(QPS_IP_HLEN + ip_len),
-		     (uint16_t)((more ? QPS_IP_MF : 0) | ip_off >> 3));
+		     (uint16_t)((more ? QPS_IP_MF : 0) | ip_off >> 3), true);
 	return (int)(QPS_ETH_HLEN + QPS_IP_HLEN + ip_len);
 }
 
@@ -227,7 +252,8 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 				   qps_csum_partial(payload, payload_len, 0));
 }
 
-static bool bad_saddr(const uint8_t *a)
+static inline __attribute__((always_inline)) bool
+bad_saddr(const uint8_t *a)
 {
 	static const uint8_t zero[4], bcast[4] = { 255, 255, 255, 255 };
 
@@ -240,10 +266,13 @@ static bool bad_saddr(const uint8_t *a)
  * [frame, frame + len) is ever read. The IPv4 header checksum is checked
  * as soon as the header is known to be inside the frame, so a corrupted
  * header is counted as such rather than by whichever field it broke; the
- * UDP checksum, which reads the whole payload, comes last.
+ * UDP checksum, which reads the whole payload, comes last. With
+ * @dev_ok the device has checked both sums over this frame: the
+ * structure is still checked, the sums are not taken again.
  */
-enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
-				   struct qps_frame_info *info)
+static inline __attribute__((always_inline)) enum qps_rx_reason
+frame_parse(const void *frame, size_t len, bool dev_ok,
+	    struct qps_frame_info *info)
 {
 	const uint8_t *eth = frame;
 	const uint8_t *ip, *udp;
@@ -263,7 +292,7 @@ enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 	ihl = (size_t)(ip[QPS_IPOFF_VHL] & 0x0f) * 4;
 	if (ihl < QPS_IP_HLEN || ihl > len)
 		return QPS_RX_BAD_IHL;
-	if (qps_csum_fold(qps_csum_partial(ip, ihl, 0)) != 0)
+	if (!dev_ok && qps_csum_fold(qps_csum_partial(ip, ihl, 0)) != 0)
 		return QPS_RX_BAD_IP_CSUM;
 	tot_len = qps_be16_get(ip + QPS_IPOFF_TOTLEN);
 	if (tot_len < ihl || tot_len > len)
@@ -283,7 +312,7 @@ enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 	if (udp_len < QPS_UDP_HLEN || udp_len != tot_len - ihl)
 		return QPS_RX_BAD_UDP_LEN;
 	memcpy(&csum, udp + QPS_UDPOFF_CSUM, 2);
-	if (csum != 0) {
+	if (!dev_ok && csum != 0) {
 		uint32_t saddr, daddr;
 
 		memcpy(&saddr, ip + QPS_IPOFF_SADDR, 4);
@@ -310,6 +339,18 @@ enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 		info->payload_len = (uint32_t)(udp_len - QPS_UDP_HLEN);
 	}
 	return QPS_RX_OK;
+}
+
+enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
+				   struct qps_frame_info *info)
+{
+	return frame_parse(frame, len, false, info);
+}
+
+enum qps_rx_reason qps_frame_parse_dev_ok(const void *frame, size_t len,
+					  struct qps_frame_info *info)
+{
+	return frame_parse(frame, len, true, info);
 }
 
 void qps_frag_info_get(const void *frame, struct qps_frag_info *fi)

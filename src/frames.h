@@ -75,6 +75,12 @@ int qps_frame_build(void *frame, const struct qps_frame_hdr *h,
 int qps_frame_build_sum(void *frame, const struct qps_frame_hdr *h,
 			size_t payload_len, uint32_t payload_sum);
 
+/* As qps_frame_build, for a device that computes both checksums
+ * (QPS_DEV_CAP_CSUM): their fields are left 0 and no byte of the
+ * payload is read. */
+int qps_frame_build_hw(void *frame, const struct qps_frame_hdr *h,
+		       size_t payload_len);
+
 /* The UDP header of a datagram of @payload_len bytes whose
  * qps_csum_partial is @payload_sum, at @udp_hdr (8 bytes). */
 void qps_udp_hdr_build(void *udp_hdr, const struct qps_frame_hdr *h,
@@ -122,6 +128,11 @@ void qps_frame_reasm_hdr(void *frame, const void *first, size_t ip_len);
  */
 enum qps_rx_reason qps_frame_parse(const void *frame, size_t len,
 				   struct qps_frame_info *info);
+
+/* As qps_frame_parse, for a frame whose IPv4 header and UDP checksums the
+ * device verified (IBV_WC_IP_CSUM_OK): everything but the two sums. */
+enum qps_rx_reason qps_frame_parse_dev_ok(const void *frame, size_t len,
+					  struct qps_frame_info *info);
 
 /* Big-endian 16-bit fields at any alignment. */
 static inline uint16_t qps_be16_get(const uint8_t *p)

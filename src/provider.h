@@ -82,6 +82,17 @@ enum qps_dev_caps {
 	 * blocks self-multicast loopback), and on a shared netdev to the
 	 * host's stack too. */
 	QPS_DEV_CAP_MC_LOOP = 1 << 4,
+	/* Checksum offload on raw-packet QPs, as ConnectX-3 does it. Send:
+	 * a WQE with MLX4_WQE_CTRL_IP_HDR_CSUM (TCP_UDP_CSUM) in its ctrl
+	 * segment, or a WR with IBV_SEND_IP_CSUM (both), leaves with the
+	 * IPv4 header (UDP) checksum computed by the device over the frame
+	 * as it is, whatever the checksum field held; the core leaves the
+	 * fields 0. The UDP checksum is computed only for a whole datagram,
+	 * never for a fragment. Receive: a completion whose frame is IPv4
+	 * with a right header checksum and a UDP datagram with a right,
+	 * non-zero checksum carries IBV_WC_IP_CSUM_OK (mlx4: CQE status
+	 * IPV4 | IP_HDR_CSUM_OK | TCP_UDP_CSUM_OK). */
+	QPS_DEV_CAP_CSUM = 1 << 5,
 };
 
 /* GID table of a RoCE port, as mlx4 fills it from its netdev: index 0 is

@@ -148,6 +148,10 @@ struct qps_ctx {
 	struct qps_mr *tx_mr;
 	uint32_t tx_path;		/* QPS_TX_PATH_GENERIC or _DIRECT */
 	const struct qps_sq_path *tx_ops;	/* its table (sq_path.h) */
+	/* The device computes the IPv4 and UDP checksums of what is sent
+	 * and checks those received (QPS_DEV_CAP_CSUM, raw transport,
+	 * unless $QPS_CSUM_OFFLOAD is off). */
+	bool csum_offload;
 	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
 	uint32_t busy_poll_us;		/* endpoints' QPS_OPT_BUSY_POLL */
 	uint32_t ipfrag_mem;		/* reassembly cap, bytes (ipfrag.h) */

@@ -513,8 +513,14 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 		it->ok = qps_rx_check_ud(ctx, wc, it);
 		return;
 	}
-	why = qps_frame_parse(qps_rx_buf_addr(ctx, it->buf), wc->byte_len,
-			      &it->fi);
+	/* Sums the device checked (QPS_DEV_CAP_CSUM) are not taken again;
+	 * anything it did not mark, qpsock checks. */
+	if (ctx->csum_offload && (wc->wc_flags & IBV_WC_IP_CSUM_OK))
+		why = qps_frame_parse_dev_ok(qps_rx_buf_addr(ctx, it->buf),
+					     wc->byte_len, &it->fi);
+	else
+		why = qps_frame_parse(qps_rx_buf_addr(ctx, it->buf),
+				      wc->byte_len, &it->fi);
 	ctx->st->rx_bad[why]++;
 	it->ok = why == QPS_RX_OK;
 	if (why == QPS_RX_FRAGMENT)

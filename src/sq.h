@@ -43,6 +43,7 @@
 #define QPS_TXM_MORE 2u		/* another frame of the same call follows */
 #define QPS_TXM_TS 4u		/* its sender wants transmit times (txts.c) */
 #define QPS_TXM_FRAG 8u		/* a datagram's fragment after its first */
+#define QPS_TXM_CSUM 16u	/* the device computes its IPv4 and UDP sums */
 
 struct qps_tx_meta {
 	uint32_t len;			/* frame bytes */

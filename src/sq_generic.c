@@ -47,6 +47,8 @@ static int qps_sq_generic_write(struct qps_sq *sq, uint32_t slot,
 	wr->send_flags = signaled ? IBV_SEND_SIGNALED : 0;
 	if (len <= ctx->info.max_inline)
 		wr->send_flags |= IBV_SEND_INLINE;
+	if (sq->meta[slot].flags & QPS_TXM_CSUM)
+		wr->send_flags |= IBV_SEND_IP_CSUM;
 	if (sq->pend_tail)
 		sq->pend_tail->next = wr;
 	else

@@ -165,14 +165,15 @@ static void qps_sq_mlx4_give(struct qps_sq_mlx4 *sq, uint32_t ind)
 /*
  * Write one SEND WQE for @frame: inline when it fits, else one data
  * segment (@lkey must cover the frame until its completion); @signaled:
- * it asks for a completion. The device gets it, unchanged, when the next
- * WQE is written, or with CQ_UPDATE set when qps_sq_mlx4_ring() runs (see
- * the top of this file). -ENOSPC when the ring is full, -EINVAL for an
- * empty frame.
+ * it asks for a completion; @csum: the ctrl segment's checksum flags
+ * (MLX4_WQE_CTRL_IP_HDR_CSUM, MLX4_WQE_CTRL_TCP_UDP_CSUM) or 0. The
+ * device gets it, unchanged, when the next WQE is written, or with
+ * CQ_UPDATE set when qps_sq_mlx4_ring() runs (see the top of this file).
+ * -ENOSPC when the ring is full, -EINVAL for an empty frame.
  */
 int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 		      uint32_t len, uint32_t lkey, uint64_t wr_id,
-		      bool signaled)
+		      bool signaled, uint32_t csum)
 {
 	uint32_t ind = sq->head;
 	uint8_t *wqe;
@@ -198,7 +199,7 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 	}
 	ctrl->bf_qpn = 0;
 	ctrl->fence_size = (uint8_t)(1 + (bytes + 15) / 16);
-	ctrl->srcrb_flags = htobe32(MLX4_WQE_CTRL_SOLICIT |
+	ctrl->srcrb_flags = htobe32(MLX4_WQE_CTRL_SOLICIT | csum |
 				    (signaled ? MLX4_WQE_CTRL_CQ_UPDATE : 0));
 	ctrl->imm = 0;
 	sq->m.wrid[ind & (sq->m.wqe_cnt - 1)] = wr_id;
@@ -297,10 +298,14 @@ static int qps_sq_mlx4_path_write(struct qps_sq *sq, uint32_t slot,
 				  uint32_t len, bool signaled)
 {
 	const struct qps_ctx *ctx = sq->ctx;
+	/* As libmlx4 turns IBV_SEND_IP_CSUM into a raw-packet WQE. */
+	uint32_t csum = (sq->meta[slot].flags & QPS_TXM_CSUM) ?
+			MLX4_WQE_CTRL_IP_HDR_CSUM |
+			MLX4_WQE_CTRL_TCP_UDP_CSUM : 0;
 
 	return qps_sq_mlx4_write(&sq->mlx4,
 				 sq->buf + (size_t)slot * ctx->tx_slot_size,
-				 len, ctx->tx_mr->lkey, slot, signaled);
+				 len, ctx->tx_mr->lkey, slot, signaled, csum);
 }
 
 static int qps_sq_mlx4_path_ring(struct qps_sq *sq, uint32_t *bf)

@@ -32,7 +32,7 @@ int qps_sq_mlx4_init(struct qps_sq_mlx4 *sq, struct qps_qp *qp);
 uint32_t qps_sq_mlx4_room(const struct qps_sq_mlx4 *sq);
 int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 		      uint32_t len, uint32_t lkey, uint64_t wr_id,
-		      bool signaled);
+		      bool signaled, uint32_t csum);
 int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq);
 
 #endif /* QPS_SQ_MLX4_H */

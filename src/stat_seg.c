@@ -246,6 +246,7 @@ void qps_stat_mods(struct qps_ctx *ctx, struct qps_stats *m)
 	uint32_t i;
 
 	m->tx_queues = ctx->nsq;
+	m->csum_offload = ctx->csum_offload;
 	if (qps_txq_stats(ctx->txq, &t) == 0) {
 		m->txq_picks_cached = t.picks_cached;
 		m->txq_picks_computed = t.picks_computed;

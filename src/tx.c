@@ -725,8 +725,11 @@ static void qps_tx_frags_count(struct qps_ep *ep, struct qps_sq *sq,
  * A datagram above the MTU, sent as the kernel's ip_fragment() sends it:
  * one IP ID, fragments of the largest multiple of 8 bytes the MTU takes,
  * in order and all on the queue @r holds, the UDP checksum (over the
- * whole datagram) in the first. Every fragment but the datagram's last
- * asks for MORE, so its doorbell rings once. A fragment refused after
+ * whole datagram) in the first. Both checksums are qpsock's whether or
+ * not the device offloads them: the UDP sum spans the fragments, and a
+ * WQE asking for it would have the device sum one fragment as if it were
+ * the datagram. Every fragment but the datagram's last asks for MORE, so
+ * its doorbell rings once. A fragment refused after
  * others were handed over (the band full for a sender that may not wait,
  * SNDTIMEO) cuts the datagram short: the call fails as a refused send
  * does, and tx_frag_partial counts what the wire got part of.
@@ -850,6 +853,14 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 
 	if (ctx->ud) {
 		ret = qps_tx_ud_build_locked(ep, sq, slot, &to, buf, len);
+	} else if (ctx->csum_offload) {
+		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
+
+		/* The device sums the frame as it leaves: a plain copy. */
+		qps_tx_hdr_locked(ep, sq, &to, &h);
+		if (len)
+			memcpy(frame + QPS_HDRS_LEN, buf, len);
+		ret = qps_frame_build_hw(frame, &h, len);
 	} else {
 		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
 
@@ -867,7 +878,8 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		.len = (uint32_t)ret,
 		.bytes = (uint32_t)len,
 		.hash = hash,
-		.flags = (dst ? QPS_TXM_FLOW : 0) | (more ? QPS_TXM_MORE : 0),
+		.flags = (dst ? QPS_TXM_FLOW : 0) | (more ? QPS_TXM_MORE : 0) |
+			 (ctx->csum_offload ? QPS_TXM_CSUM : 0),
 		.who = &qps_tx_self,
 	};
 	qps_txts_meta(ep, &sq->meta[slot]);

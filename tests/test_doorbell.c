@@ -937,7 +937,7 @@ static int burst(struct bare *x, struct qps_sq_mlx4 *sq, const size_t *lens,
 
 		EQ_FATAL(qps_sq_mlx4_write(sq, x->frames + (size_t)k * 2048,
 					   fl, x->mr->lkey, first + k,
-					   k == n - 1), 0);
+					   k == n - 1, 0), 0);
 	}
 	return qps_sq_mlx4_ring(sq);
 }
@@ -1010,7 +1010,9 @@ static void blueflame(void)
 }
 
 /* The direct path writes the ring exactly as the provider's post_send
- * does (inline and data segments); only the wr_id table tells them apart. */
+ * does (inline and data segments); only the wr_id table tells them apart.
+ * Payloads around every inline chunk boundary (frames of 44, 104, 164
+ * and 224 bytes fill one to four chunks), and a data segment. */
 static void same_wqe_bytes(void)
 {
 	struct bare g, d;
@@ -1019,7 +1021,9 @@ static void same_wqe_bytes(void)
 	struct ibv_sge sge;
 	struct ibv_send_wr wr, *bad = NULL;
 	const uint8_t mac[6] = { 2, 0x51, 0x50, 0, 0, 15 };
-	const size_t lens[3] = { 100, 182, 1200 };
+	static const size_t lens[] = { 0, 1, 2, 3, 61, 62, 63, 100, 121,
+				       122, 123, 181, 182, 1200 };
+	const unsigned int nlens = sizeof(lens) / sizeof(lens[0]);
 	unsigned int k;
 
 	T_EXCLUDED_RETURN();
@@ -1035,7 +1039,7 @@ static void same_wqe_bytes(void)
 	/* Both queues point at the same frames (same address and lkey in
 	 * the data segments). The devices stay in stepping mode: only the
 	 * rings are compared, nothing runs. */
-	for (k = 0; k < 3; k++) {
+	for (k = 0; k < nlens; k++) {
 		uint32_t fl = bare_frame(&g, k, k, lens[k], mac, IP_B, 9);
 
 		sge.addr = (uintptr_t)(g.frames + (size_t)k * 2048);
@@ -1051,11 +1055,11 @@ static void same_wqe_bytes(void)
 				 IBV_SEND_INLINE : 0);
 		EQ(g.ops->post_send(g.qp, &wr, &bad), 0);
 		EQ(qps_sq_mlx4_write(&sq, g.frames + (size_t)k * 2048, fl,
-				     g.mr->lkey, k, true), 0);
+				     g.mr->lkey, k, true, 0), 0);
 	}
 	/* The newest WQE's owner word waits for the ring (sq_mlx4.c). */
 	GE(qps_sq_mlx4_ring(&sq), QPS_SQ_RANG_DB);
-	for (k = 0; k < 3; k++) {
+	for (k = 0; k < nlens; k++) {
 		const uint8_t *wg, *wd;
 		uint32_t size;
 
@@ -1066,7 +1070,7 @@ static void same_wqe_bytes(void)
 		CU_ASSERT(memcmp(wg, wd, size) == 0);
 		EQ(sq.m.wrid[k], k);
 	}
-	EQ(*sq.m.head, 3);
+	EQ(*sq.m.head, nlens);
 	EQ(sq.max_inline, 224);
 	bare_close(&g);
 	bare_close(&d);

@@ -383,7 +383,7 @@ static void test_open_query_resolve(void)
 	CU_ASSERT_EQUAL(ia.max_inline, 224);
 	CU_ASSERT_EQUAL(ia.caps, QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW |
 				 QPS_DEV_CAP_UD | QPS_DEV_CAP_QP_ERR |
-				 QPS_DEV_CAP_MC_LOOP);
+				 QPS_DEV_CAP_MC_LOOP | QPS_DEV_CAP_CSUM);
 
 	CU_ASSERT_EQUAL(E->resolve(a, ib.addr, mac), 0);
 	CU_ASSERT_EQUAL(memcmp(mac, ib.mac, 6), 0);
@@ -1835,6 +1835,192 @@ static void test_inject_flow_err(void)
 
 /* Raw-packet QPs: created in RTS, ERR flushes both queues (the error
  * injection other suites use), RESET and back to RTS. */
+/* --- checksum offload (emu_csum.c) ------------------------------------- */
+
+/* One's complement sum of big-endian words, folded. */
+static uint16_t sum_fold(uint32_t s, const uint8_t *p, uint32_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		s += (uint32_t)p[i] << 8 | p[i + 1];
+	if (len & 1)
+		s += (uint32_t)p[len - 1] << 8;
+	while (s >> 16)
+		s = (s & 0xffff) + (s >> 16);
+	return (uint16_t)s;
+}
+
+static bool ip_ok(const uint8_t *f)
+{
+	return sum_fold(0, f + 14, 20) == 0xffff;
+}
+
+/* The UDP checksum of the frame's datagram is there and right. */
+static bool udp_ok(const uint8_t *f)
+{
+	uint32_t ulen = (uint32_t)(f[16] << 8 | f[17]) - 20;
+
+	return (f[40] || f[41]) &&
+	       sum_fold(sum_fold(0, f + 26, 8) + 17 + ulen, f + 34, ulen) ==
+	       0xffff;
+}
+
+/* The status word of CQE @n of @cq, not yet polled. */
+static uint32_t cqe_status(struct qps_cq *cq, uint32_t n, uint16_t *csum)
+{
+	struct qps_emu_cq *c = qps_emu_cq(cq);
+	const struct mlx4_cqe *cqe = &c->ring[n & (c->cqe_cnt - 1)];
+
+	*csum = be16toh(cqe->checksum);
+	return be32toh(cqe->status);
+}
+
+static int send_frame(struct port *p, uint8_t *f, uint32_t len, int flags)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)f, .length = len };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_INLINE | flags },
+		*bad = NULL;
+
+	return E->post_send(p->qp, &wr, &bad);
+}
+
+#define ST_IPV4 MLX4_CQE_STATUS_IPV4_PKT
+#define ST_IPOK MLX4_CQE_STATUS_IP_HDR_CSUM_OK
+#define ST_L4OK MLX4_CQE_STATUS_TCP_UDP_CSUM_OK
+
+/*
+ * Send: IBV_SEND_IP_CSUM makes the device compute both sums over the
+ * frame whatever the fields held; without it the frame goes as written.
+ * Receive: the CQE's status bits and checksum field say what the device
+ * found, and poll_cq gives IBV_WC_IP_CSUM_OK only for IPv4 with both sums
+ * right. A fragment gets its header sum but no UDP sum.
+ */
+static void test_csum_offload(void)
+{
+	static const struct {
+		int flags;		/* post_send */
+		uint16_t ip_sum;	/* written into the IPv4 header */
+		uint16_t udp_sum;	/* and the UDP header */
+		uint16_t frag;		/* the IPv4 flags and offset */
+		uint32_t status;	/* the CQE's, of these bits */
+		bool wc_ok;
+	} c[] = {
+		{ IBV_SEND_IP_CSUM, 0, 0, 0, ST_IPV4 | ST_IPOK | ST_L4OK |
+		  QPS_EMU_CQE_STATUS_UDP, true },
+		/* Garbage in the fields: overwritten, not added to. */
+		{ IBV_SEND_IP_CSUM, 0xbeef, 0x1234, 0, ST_IPV4 | ST_IPOK |
+		  ST_L4OK | QPS_EMU_CQE_STATUS_UDP, true },
+		{ 0, 0xbeef, 0x1234, 0, ST_IPV4 | QPS_EMU_CQE_STATUS_UDP,
+		  false },
+		/* No UDP checksum sent: nothing to call right. */
+		{ 0, 0, 0, 0x4000, ST_IPV4 | ST_IPOK | QPS_EMU_CQE_STATUS_UDP,
+		  false },
+		{ IBV_SEND_IP_CSUM, 0, 0x1234, 0x2000, ST_IPV4 | ST_IPOK |
+		  QPS_EMU_CQE_STATUS_IPV4F, false },
+	};
+	const uint32_t mask = ST_IPV4 | ST_IPOK | ST_L4OK |
+			      QPS_EMU_CQE_STATUS_UDP |
+			      QPS_EMU_CQE_STATUS_IPV4F |
+			      QPS_EMU_CQE_STATUS_IPV4OPT;
+	struct port a, b;
+	struct ibv_wc wc;
+	unsigned int i;
+
+	port_open(&a, "198.18.0.1", 16, 0, 16, 16, false);
+	port_open(&b, "198.18.0.2", 16, 16, 16, 16, true);
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		uint8_t f[FRAME_LEN];
+		const uint8_t *r = b.bufs + (size_t)i * BUF_SZ;
+		uint16_t v, csum;
+		uint32_t st;
+
+		mkframe(f, b.info.mac, a.info.mac, a.info.addr.s_addr,
+			b.info.addr.s_addr, 4000, 5000, i);
+		v = htons(c[i].frag);
+		memcpy(f + 20, &v, 2);
+		v = htons(c[i].ip_sum);
+		memcpy(f + 24, &v, 2);
+		v = htons(c[i].udp_sum);
+		memcpy(f + 40, &v, 2);
+		if (!c[i].flags && !c[i].ip_sum) {
+			/* A right header, as a sender without offload. */
+			memset(f + 24, 0, 2);
+			v = htons(ip_csum(f + 14));
+			memcpy(f + 24, &v, 2);
+		}
+		CU_ASSERT_EQUAL_FATAL(send_frame(&a, f, FRAME_LEN,
+						 c[i].flags), 0);
+		st = cqe_status(b.rcq, i, &csum);
+		CU_ASSERT_EQUAL_FATAL(t_emu_poll_wait(b.rcq, &wc, 1, 1000), 1);
+		CU_ASSERT_EQUAL(wc.status, IBV_WC_SUCCESS);
+		CU_ASSERT_EQUAL(wc.wr_id, i);
+		CU_ASSERT_EQUAL(st & mask, c[i].status);
+		CU_ASSERT_EQUAL(!!(wc.wc_flags & IBV_WC_IP_CSUM_OK),
+				c[i].wc_ok);
+		/* On the wire: what the device computed, or as written. */
+		CU_ASSERT_EQUAL(ip_ok(r), !!(st & ST_IPOK));
+		if (c[i].flags && !c[i].frag) {
+			CU_ASSERT(udp_ok(r));
+			CU_ASSERT_EQUAL(csum, 0xffff);
+		} else {
+			CU_ASSERT_EQUAL(memcmp(r + 40, f + 40, 2), 0);
+		}
+		if (c[i].status & QPS_EMU_CQE_STATUS_UDP)
+			CU_ASSERT_EQUAL(csum == 0xffff, udp_ok(r));
+	}
+	port_close(&a);
+	port_close(&b);
+}
+
+/* Each ctrl flag alone computes its own sum only. */
+static void test_csum_tx_flags(void)
+{
+	static const uint8_t m[6] = { 2, 0, 0, 0, 0, 1 };
+	uint8_t f[FRAME_LEN + 4], g[FRAME_LEN + 4];
+	uint32_t ip = t_ip4("198.18.0.1");
+	uint16_t w;
+
+	mkframe(f, m, m, ip, ip, 1, 2, 7);
+	memset(f + 24, 0, 2);
+	memcpy(g, f, FRAME_LEN);
+	qps_emu_csum_tx(g, FRAME_LEN, MLX4_WQE_CTRL_IP_HDR_CSUM);
+	CU_ASSERT(ip_ok(g));
+	CU_ASSERT(!udp_ok(g));
+	memcpy(g, f, FRAME_LEN);
+	qps_emu_csum_tx(g, FRAME_LEN, MLX4_WQE_CTRL_TCP_UDP_CSUM);
+	CU_ASSERT(!ip_ok(g));
+	CU_ASSERT(udp_ok(g));
+	memcpy(g, f, FRAME_LEN);
+	qps_emu_csum_tx(g, FRAME_LEN, 0);
+	CU_ASSERT_EQUAL(memcmp(g, f, FRAME_LEN), 0);
+	/* Lengths that do not fit the frame: it goes as written. */
+	memcpy(g, f, FRAME_LEN);
+	g[17] += 4;
+	memcpy(f, g, FRAME_LEN);
+	qps_emu_csum_tx(g, FRAME_LEN, MLX4_WQE_CTRL_TCP_UDP_CSUM);
+	CU_ASSERT_EQUAL(memcmp(g, f, FRAME_LEN), 0);
+	/* A datagram whose sum complements to 0 goes with 0xffff. */
+	mkframe(f, m, m, ip, ip, 1, 2, 7);
+	f[46] = f[47] = 0;
+	w = (uint16_t)(0xffff - sum_fold(sum_fold(0, f + 26, 8) + 17 +
+					 FRAME_LEN - 34, f + 34,
+					 FRAME_LEN - 34));
+	f[46] = (uint8_t)(w >> 8);
+	f[47] = (uint8_t)w;
+	qps_emu_csum_tx(f, FRAME_LEN, MLX4_WQE_CTRL_TCP_UDP_CSUM);
+	CU_ASSERT_EQUAL(f[40], 0xff);
+	CU_ASSERT_EQUAL(f[41], 0xff);
+	CU_ASSERT(udp_ok(f));
+	/* Ethernet padding after the datagram is not summed. */
+	mkframe(f, m, m, ip, ip, 1, 2, 7);
+	memset(f + FRAME_LEN, 0xaa, 4);
+	qps_emu_csum_tx(f, FRAME_LEN + 4, MLX4_WQE_CTRL_TCP_UDP_CSUM);
+	CU_ASSERT(udp_ok(f));
+}
+
 static void test_raw_err_reset(void)
 {
 	struct port a, b;
@@ -1945,6 +2131,8 @@ int main(void)
 		{ "threads posting on one QP", test_threads },
 		{ "flow creation failure injected", test_inject_flow_err },
 		{ "raw-packet QP to ERR and RESET", test_raw_err_reset },
+		{ "checksum offload: send flags, CQE status", test_csum_offload },
+		{ "checksum offload: each ctrl flag", test_csum_tx_flags },
 		CU_TEST_INFO_NULL,
 	};
 

@@ -450,6 +450,70 @@ static void test_malformed_table(void)
 	CU_ASSERT_EQUAL(seen, ((1u << QPS_RX_REASON_MAX) - 1) & ~1u);
 }
 
+/* A device that checked the sums (IBV_WC_IP_CSUM_OK): every row fails
+ * as before, except those whose only fault is a checksum. */
+static void test_malformed_dev_ok(void)
+{
+	uint8_t f[BASE_LEN + 64];
+	size_t i, n = sizeof(bad_cases) / sizeof(bad_cases[0]);
+
+	for (i = 0; i < n; i++) {
+		const struct bad_case *c = &bad_cases[i];
+		size_t len = make_bad(c, f);
+		enum qps_rx_reason want = c->want, r;
+		uint8_t *copy = malloc(len ? len : 1);
+
+		CU_ASSERT_FATAL(copy != NULL);
+		memcpy(copy, f, len);
+		if (want == QPS_RX_BAD_IP_CSUM || want == QPS_RX_BAD_UDP_CSUM)
+			want = QPS_RX_OK;
+		r = qps_frame_parse_dev_ok(len ? copy : copy + 1, len, NULL);
+		if (r != want)
+			fprintf(stderr, "\n  case \"%s\": got %s, want %s",
+				c->what, qps_rx_reason_str(r),
+				qps_rx_reason_str(want));
+		CU_ASSERT_EQUAL(r, want);
+		free(copy);
+	}
+}
+
+/* qps_frame_build_hw: the frame qps_frame_build makes, with both checksum
+ * fields 0 for the device; qpsock's own parse refuses it as it is, and
+ * takes it once the device has checked it. */
+static void test_build_hw(void)
+{
+	static const size_t sizes[] = { 0, 1, 3, 64, 1472, 65507 };
+	static uint8_t f[BUF_MAX], g[BUF_MAX];
+	struct qps_frame_hdr h = t_hdr();
+	struct qps_frame_info info;
+	size_t i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		int len = build(f, sizes[i]);
+
+		memcpy(g, f, (size_t)len);
+		memset(g, 0xee, QPS_HDRS_LEN);
+		CU_ASSERT_EQUAL_FATAL(qps_frame_build_hw(g, &h, sizes[i]),
+				      len);
+		CU_ASSERT_EQUAL(be16_at(g + IP + 10), 0);
+		CU_ASSERT_EQUAL(be16_at(g + UDP + 6), 0);
+		fix_ip(g);
+		fix_udp(g);
+		CU_ASSERT_EQUAL(memcmp(g, f, (size_t)len), 0);
+		memset(g + IP + 10, 0, 2);
+		memset(g + UDP + 6, 0, 2);
+		CU_ASSERT_EQUAL(parse_exact(g, (size_t)len, NULL),
+				QPS_RX_BAD_IP_CSUM);
+		memset(&info, 0, sizeof(info));
+		CU_ASSERT_EQUAL(qps_frame_parse_dev_ok(g, (size_t)len, &info),
+				QPS_RX_OK);
+		CU_ASSERT_EQUAL(info.payload_len, sizes[i]);
+		CU_ASSERT_EQUAL(info.hdr.dport, h.dport);
+	}
+	CU_ASSERT_EQUAL(qps_frame_build_hw(g, &h, QPS_UDP_MAX_PAYLOAD + 1),
+			-EMSGSIZE);
+}
+
 /* The frame before each mutation parses: a row fails for its own reason. */
 static void test_malformed_base_valid(void)
 {
@@ -571,6 +635,9 @@ static CU_TestInfo frames_tests[] = {
 	{ "checksum vs reference", test_csum_reference },
 	{ "malformed base frame is valid", test_malformed_base_valid },
 	{ "malformed frames table", test_malformed_table },
+	{ "malformed frames, sums checked by the device",
+	  test_malformed_dev_ok },
+	{ "frames for a device that sums them", test_build_hw },
 	{ "every truncation", test_truncations },
 	{ "random corruption, exact buffers", test_random_corruption },
 	{ "multicast mac", test_mcast_mac },

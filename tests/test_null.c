@@ -95,6 +95,12 @@ static void test_parse(void)
 	EQ(qps_null_parse_cfg("burst=0", &c), -EINVAL);
 	EQ(qps_null_parse_cfg("port", &c), -EINVAL);
 	EQ(qps_null_parse_cfg("colour=red", &c), -EINVAL);
+	EQ(c.csum_off, false);
+	EQ(qps_null_parse_cfg("csum=off", &c), 0);
+	EQ(c.csum_off, true);
+	EQ(qps_null_parse_cfg("csum=on", &c), 0);
+	EQ(c.csum_off, false);
+	EQ(qps_null_parse_cfg("csum=maybe", &c), -EINVAL);
 }
 
 /* Never a default: only a context that names it gets it. */
@@ -242,7 +248,7 @@ static void test_ring(void)
 	/* WQE 0 and 3 ask; 5 (the last) is made to at ring time. */
 	for (i = 0; i < 6; i++)
 		EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 100 + (uint64_t)i,
-				     i == 0 || i == 3), 0);
+				     i == 0 || i == 3, 0), 0);
 	EQ(qps_null_counters_all(dev, &c), 0);
 	EQ(c.dev.wqes, 0);	/* not told yet */
 	EQ(ops->poll_cq(cq, 8, wc), 0);
@@ -272,8 +278,8 @@ static void test_ring(void)
 	/* A doorbell before the ring (the device may be told early): it
 	 * takes the WQEs handed over and stops at the newest, which the
 	 * core still holds back. */
-	EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 6, false), 0);
-	EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 7, false), 0);
+	EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 6, false, 0), 0);
+	EQ(qps_sq_mlx4_write(&sq, frame, 106, 0, 7, false, 0), 0);
 	qps_null_db_write(qp, sq.m.doorbell_qpn);
 	EQ(qps_null_counters_all(dev, &c), 0);
 	EQ(c.dev.wqes, 7);
@@ -291,7 +297,7 @@ static void test_ring(void)
 	/* Around the ring many times: the owner bit flips per lap. */
 	for (i = 0; i < 3 * (int)sq.m.wqe_cnt; i++) {
 		EQ_FATAL(qps_sq_mlx4_write(&sq, frame, 106, 0, (uint64_t)i,
-					   false), 0);
+					   false, 0), 0);
 		EQ_FATAL(qps_sq_mlx4_ring(&sq), QPS_SQ_RANG_DB);
 		EQ_FATAL(ops->poll_cq(cq, 8, wc), 1);
 		EQ(wc[0].wr_id, (uint64_t)i);
@@ -434,6 +440,55 @@ static void test_rx_unicast(void)
 	EQ(qps_ctx_destroy(ctx), 0);
 }
 
+/*
+ * Checksum offload: the device marks what it generates as checked
+ * (IBV_WC_IP_CSUM_OK) unless csum=off. The core takes a marked frame's
+ * sums as checked and checks an unmarked one itself: with the template's
+ * UDP checksum made wrong (a device that lies, which null otherwise
+ * never does), the marked frames are delivered and the unmarked ones
+ * dropped as QPS_RX_BAD_UDP_CSUM. Right sums are delivered either way.
+ */
+static void rx_csum(bool off, bool corrupt)
+{
+	char dev[64];
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	struct qps_stats st;
+	uint8_t buf[PAYLOAD];
+	uint32_t seq = 0;
+	int i;
+
+	snprintf(dev, sizeof(dev), "rx=unicast:port=%d%s", PORT,
+		 off ? ":csum=off" : "");
+	ctx = mkctx(dev, QPS_TX_PATH_AUTO, 0);
+	EQ(t_ctx_stats(ctx).csum_offload, !off);
+	ep = t_ep_bound(ctx, "0.0.0.0", PORT, 1000);
+	if (corrupt)
+		qps_null_dev(ctx->dev)->udp_csum0 ^= 0x0101;
+	if (!off || !corrupt) {
+		recv_check(ep, 100, &seq);
+		rx_clean(ctx, 100);
+	} else {
+		for (i = 0; i < 10; i++)
+			GE(qps_ctx_progress(ctx), 0);
+		EQ(qps_recv(ep, buf, sizeof(buf), QPS_MSG_DONTWAIT), -EAGAIN);
+		st = t_ctx_stats(ctx);
+		GE(st.rx_bad[QPS_RX_BAD_UDP_CSUM], 10);
+		EQ(st.rx_bad[QPS_RX_OK], 0);
+		EQ(st.rx_packets, 0);
+	}
+	EQ(qps_ep_close(ep), 0);
+	EQ(qps_ctx_destroy(ctx), 0);
+}
+
+static void test_rx_csum(void)
+{
+	rx_csum(false, false);
+	rx_csum(true, false);
+	rx_csum(false, true);
+	rx_csum(true, true);
+}
+
 /* Four members of a group each get every datagram (fan-out), nothing
  * arrives before the join, and a lone member takes the early path. */
 static void test_rx_mcast(void)
@@ -547,6 +602,7 @@ static CU_TestInfo tests[] = {
 	{ "receive: unicast to a bound port", test_rx_unicast },
 	{ "receive: group, early and fan-out", test_rx_mcast },
 	{ "receive: no rule, no datagram", test_rx_no_rule },
+	{ "receive: checksums the device checked", test_rx_csum },
 	CU_TEST_INFO_NULL,
 };
 

@@ -215,7 +215,7 @@ static void inject_bad_wqe(struct qps_ctx *ctx, uint32_t q)
 	if (ctx->tx_path == QPS_TX_PATH_DIRECT) {
 		EQ(qps_sq_mlx4_write(&sq->mlx4, sq->buf + (size_t)slot *
 				     ctx->tx_slot_size, len, bad_lkey, slot,
-				     true), 0);
+				     true, 0), 0);
 		GE(qps_sq_mlx4_ring(&sq->mlx4), QPS_SQ_RANG_DB);
 	} else {
 		memset(&wr, 0, sizeof(wr));

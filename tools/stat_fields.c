@@ -86,6 +86,7 @@ const struct sf_field sf_fields[] = {
 	SF("multicast loopback", tx_mc_loops),
 	SF("multicast loopback", tx_mc_loop_errors),
 	SF("multicast loopback", rx_mc_loop_off),
+	SF("checksum offload", csum_offload),
 };
 
 const unsigned int sf_nfields = sizeof(sf_fields) / sizeof(sf_fields[0]);
@@ -167,5 +168,6 @@ _Static_assert(SF_N(tx_packets) +
 	       SF_N(tx_frag_partial) +
 	       SF_N(tx_mc_loops) +
 	       SF_N(tx_mc_loop_errors) +
-	       SF_N(rx_mc_loop_off) == sizeof(struct qps_stats) / sizeof(uint64_t),
+	       SF_N(rx_mc_loop_off) +
+	       SF_N(csum_offload) == sizeof(struct qps_stats) / sizeof(uint64_t),
 	       "sf_fields lists every field of struct qps_stats");

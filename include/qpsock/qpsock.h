@@ -331,6 +331,10 @@ struct qps_stats {
 	uint64_t rx_mc_loop_off;	/* own multicast the device looped
 					 * back, dropped: its sender has
 					 * QPS_OPT_MULTICAST_LOOP 0 */
+	/* checksum offload (docs/api.md "Checksum offload") */
+	uint64_t csum_offload;		/* gauge: 1 when the device computes
+					 * the IPv4 and UDP checksums sent
+					 * and checks those received */
 };
 
 /**

@@ -77,6 +77,12 @@
 #define QPS_EMU_RECV_OPCODE_SEND 0x01
 #define QPS_EMU_RECV_OPCODE_SEND_IMM 0x02
 
+/* mlx4 CQE status bits that mlx4dv.h does not carry (Linux's
+ * include/linux/mlx4/cq.h has them in the status word's upper half). */
+#define QPS_EMU_CQE_STATUS_IPV4F	(1u << 23)	/* IPv4 fragment */
+#define QPS_EMU_CQE_STATUS_IPV4OPT	(1u << 25)	/* IPv4 options */
+#define QPS_EMU_CQE_STATUS_UDP		(1u << 27)
+
 /* UD over RoCE v2 (emu_ud_*.c, docs/emu.md "UD QPs"). */
 #define QPS_EMU_ROCE_PORT	4791u	/* IANA UDP port of RoCE v2 */
 #define QPS_EMU_GRH_LEN		40u	/* GRH before a UD receive */
@@ -544,6 +550,8 @@ struct qps_emu_cqe_info {
 	bool grh;		/* UD receive: a GRH leads the buffer */
 	uint32_t src_qp;	/* UD receive */
 	uint32_t imm;		/* network order, with RECV_OPCODE_SEND_IMM */
+	uint32_t status;	/* receive: mlx4 CQE status (emu_csum.c) */
+	uint16_t checksum;	/* receive: the CQE's checksum field */
 };
 
 enum qps_emu_cqe_res {
@@ -575,6 +583,16 @@ int qps_emu_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,
 /* emu_clock.c: the device's free-running clock, in cycles. */
 uint64_t qps_emu_clock_now(void);
 int qps_emu_read_clock(struct qps_dev *dev, uint64_t *cycles);
+
+/* --- emu_csum.c ------------------------------------------------------- */
+
+/* Compute the checksums @srcrb (a WQE's ctrl flags, host order) asks
+ * for into the raw frame @f. */
+void qps_emu_csum_tx(uint8_t *f, uint32_t len, uint32_t srcrb);
+/* The mlx4 CQE status bits (host order) of a received frame, and its
+ * checksum field. */
+uint32_t qps_emu_csum_rx(const uint8_t *frame, uint32_t len,
+			 uint16_t *checksum);
 
 /* --- emu_rq.c --------------------------------------------------------- */
 

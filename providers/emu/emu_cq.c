@@ -190,6 +190,8 @@ enum qps_emu_cqe_res qps_emu_cq_write(struct qps_emu_shm_port *sp,
 		e->vendor_err = 0;
 	} else {
 		tmp.byte_cnt = htobe32(ci->byte_cnt);
+		tmp.status = htobe32(ci->status);
+		tmp.checksum = htobe16(ci->checksum);
 		tmp.immed_rss_invalid = ci->imm;
 		tmp.g_mlpath_rqpn = htobe32((ci->grh ? 0x80000000u : 0) |
 					    (ci->src_qp & 0xffffff));
@@ -377,6 +379,12 @@ static int recv_wc(struct qps_emu_dev *dev, struct qps_emu_qp *qp,
 		} else {
 			wc->byte_len = n;
 		}
+		/* As libmlx4 on a raw-packet QP of a device with RX
+		 * checksum offload (emu_csum.c). */
+		if (!qp->ud &&
+		    (be32toh(cqe->status) & MLX4_CQE_STATUS_IPV4_CSUM_OK) ==
+		    MLX4_CQE_STATUS_IPV4_CSUM_OK)
+			wc->wc_flags |= IBV_WC_IP_CSUM_OK;
 	}
 	/* Release: pairs with post_recv's acquire of rq_done: the slot's
 	 * wr_id has been read. */

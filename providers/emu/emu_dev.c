@@ -148,7 +148,8 @@ static int emu_query(struct qps_dev *d, struct qps_dev_info *info)
 		((1u << QPS_EMU_WQE_SHIFT) / QPS_EMU_WQEBB - 1) *
 		(QPS_EMU_WQEBB - 4);
 	info->caps = QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW | QPS_DEV_CAP_UD |
-		     QPS_DEV_CAP_QP_ERR | QPS_DEV_CAP_MC_LOOP;
+		     QPS_DEV_CAP_QP_ERR | QPS_DEV_CAP_MC_LOOP |
+		     QPS_DEV_CAP_CSUM;
 	/* What emu_ud_tx.c lets through: the port's RoCE path MTU. */
 	info->ud_mtu = qps_emu_ib_mtu(dev->mtu);
 	info->clock_hz = QPS_EMU_CLOCK_HZ;

@@ -206,6 +206,9 @@ static void exec_wqe(struct qps_emu_qp *qp, const uint8_t *src,
 		/* A private snapshot: what the device fetched. */
 		memcpy(w, src, size);
 		syn = build_frame(qp, w, size, &len);
+		if (!syn && !qp->ud)
+			qps_emu_csum_tx(qp->frame, len,
+					be32toh(ctrl.srcrb_flags));
 	}
 	qps_emu_count(&qp->st.wqes, 1);
 	/* Release: pairs with the acquire of ci in poll_cq, which accepts a

@@ -321,6 +321,7 @@ static void place(struct qps_emu_shm_port *sp, uint8_t *qarea, uint8_t *pool,
 		qps_emu_count(&sp->st.rx_drops, 1);
 		return;
 	}
+	ci.status = qps_emu_csum_rx(frame, len, &ci.checksum);
 	qps_emu_rq_deliver(sp, qarea, pool, slot, &pc, 1, &ci, res);
 }
 

@@ -284,7 +284,11 @@ static void write_wqe(struct qps_emu_qp *qp, uint32_t ind,
 		(qp->ud ? ((wr->send_flags & IBV_SEND_SOLICITED) ?
 			   MLX4_WQE_CTRL_SOLICIT : 0) :
 			  MLX4_WQE_CTRL_SOLICIT) |
-		(signaled ? MLX4_WQE_CTRL_CQ_UPDATE : 0));
+		(signaled ? MLX4_WQE_CTRL_CQ_UPDATE : 0) |
+		/* As libmlx4 on a raw-packet QP; UD leaves it to the
+		 * engine's RoCE framing. */
+		(!qp->ud && (wr->send_flags & IBV_SEND_IP_CSUM) ?
+		 MLX4_WQE_CTRL_IP_HDR_CSUM | MLX4_WQE_CTRL_TCP_UDP_CSUM : 0));
 	ctrl->imm = imm ? wr->imm_data : 0;
 	qp->wrid[ind & (qp->wqe_cnt - 1)] = wr->wr_id;
 	/* Release: pairs with the engine's acquire load of owner_opcode;

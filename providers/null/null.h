@@ -60,6 +60,7 @@ struct qps_null_cfg {
 	uint32_t group;		/* network order */
 	uint32_t len;		/* payload bytes */
 	uint32_t burst;		/* frames per arrival */
+	bool csum_off;		/* csum=off: no checksum offload */
 };
 
 /* A completion waiting in a CQ: wr_id and index as the device saw them. */

@@ -88,6 +88,15 @@ static int parse_kv(const char *k, size_t klen, const char *v, size_t vlen,
 		cfg->burst = u;
 		return 0;
 	}
+	if (key_is(k, klen, "csum")) {
+		if (vlen == 3 && !memcmp(v, "off", 3))
+			cfg->csum_off = true;
+		else if (vlen == 2 && !memcmp(v, "on", 2))
+			cfg->csum_off = false;
+		else
+			return -EINVAL;
+		return 0;
+	}
 	if (key_is(k, klen, "group")) {
 		struct in_addr a;
 		char ip[16];
@@ -107,7 +116,7 @@ static int parse_kv(const char *k, size_t klen, const char *v, size_t vlen,
 
 /*
  * "" or "null", else "key=value" pairs separated by ':' (rx, port, group,
- * len, burst; docs/null.md). Generating needs a port, and mcast a group.
+ * len, burst, csum; docs/null.md). Generating needs a port, and mcast a group.
  */
 int qps_null_parse_cfg(const char *s, struct qps_null_cfg *cfg)
 {
@@ -216,6 +225,10 @@ static int null_query(struct qps_dev *d, struct qps_dev_info *info)
 		((1u << QPS_NULL_WQE_SHIFT) / QPS_NULL_WQEBB - 1) *
 		(QPS_NULL_WQEBB - 4);
 	info->caps = QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW;
+	/* Nothing leaves, so nothing is summed on send; what it generates
+	 * has right checksums and says so, as a NIC that checked them. */
+	if (!dev->cfg.csum_off)
+		info->caps |= QPS_DEV_CAP_CSUM;
 	return 0;
 }
 

@@ -186,6 +186,8 @@ int qps_null_rx_generate(struct qps_null_cq *cq, int num, struct ibv_wc *wc)
 			put16(f + 40, seq_csum(dev->udp_csum0, seq));
 			w->status = IBV_WC_SUCCESS;
 			w->byte_len = len;
+			if (!dev->cfg.csum_off)
+				w->wc_flags = IBV_WC_IP_CSUM_OK;
 		}
 		tail++;
 	}

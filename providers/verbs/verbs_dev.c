@@ -413,6 +413,12 @@ static int open_device(struct qps_verbs_dev *vd, struct ibv_device *ibdev,
 	vd->info.max_cqe = (uint32_t)dattr.max_cqe;
 	if (dattr.device_cap_flags & IBV_DEVICE_MANAGED_FLOW_STEERING)
 		vd->info.caps |= QPS_DEV_CAP_FLOW;
+	/* Raw-packet checksum offload both ways: libmlx4 takes
+	 * IBV_SEND_IP_CSUM on a raw QP and reports IBV_WC_IP_CSUM_OK only
+	 * on an Ethernet port of a device that has it. */
+	if ((dattr.device_cap_flags & IBV_DEVICE_RAW_IP_CSUM) &&
+	    pattr.link_layer == IBV_LINK_LAYER_ETHERNET)
+		vd->info.caps |= QPS_DEV_CAP_CSUM;
 	ret = discover(vd, &pattr, attr);
 	if (ret)
 		return ret;

@@ -244,8 +244,10 @@ static void fill_device_attr(struct qps_ibvemu_ctx *c,
 	a->hw_ver = 1;
 	a->max_qp = QPS_IBVEMU_MAX_QP;
 	a->max_qp_wr = (int)c->info.max_qp_wr;
+	/* emu offloads raw-packet checksums as ConnectX-3 (docs/emu.md). */
 	a->device_cap_flags = IBV_DEVICE_PORT_ACTIVE_EVENT |
-			      IBV_DEVICE_RC_RNR_NAK_GEN;
+			      IBV_DEVICE_RC_RNR_NAK_GEN |
+			      IBV_DEVICE_RAW_IP_CSUM;
 	a->max_sge = 15;
 	a->max_cq = 32;
 	a->max_cqe = (int)c->info.max_cqe;
@@ -280,7 +282,8 @@ static int query_device_ex(struct ibv_context *ctx,
 		return EINVAL;
 	memset(&a, 0, sizeof(a));
 	fill_device_attr(qps_ibvemu_ctx(ctx), &a.orig_attr);
-	a.raw_packet_caps = 0;	/* no VLAN stripping, no checksum offload */
+	/* No VLAN stripping; emu's checksum offload. */
+	a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
 	/* emu's device clock stamps every CQE (docs/emu.md). */
 	a.completion_timestamp_mask = qps_ibvemu_ctx(ctx)->info.clock_mask;
 	a.hca_core_clock = qps_ibvemu_ctx(ctx)->info.clock_hz / 1000; /* kHz */

@@ -263,6 +263,11 @@ static void test_traffic_counters(void)
 		got++;
 	}
 	T_EQ(got, 16);
+	/* The double reports IBV_DEVICE_RAW_IP_CSUM on an Ethernet port:
+	 * the sums went to the device both ways, and all were right. */
+	T_EQ(t_ctx_stats(a).csum_offload, 1);
+	T_EQ(t_ctx_stats(b).rx_bad[QPS_RX_OK], 16);
+	T_EQ(t_ctx_stats(b).rx_bad[QPS_RX_BAD_UDP_CSUM], 0);
 	T_EQ(qps_ep_close(tx), 0);
 	T_EQ(qps_ep_close(rx), 0);
 	T_EQ(a->ops->counters(a->dev, &c1), 0);

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Suite "csum": checksum offload end to end on emu (QPS_DEV_CAP_CSUM),
+ * on both send paths, with offload on and off ($QPS_CSUM_OFFLOAD):
+ * - every frame on the wire carries right IPv4 header and UDP checksums;
+ *   with offload the frame the core writes has both fields 0 and its WQE
+ *   asks the device for them, without it the core fills them and asks
+ *   nothing; the receiver gets every datagram as sent;
+ * - a datagram above the MTU: the fragments' WQEs ask for no offload, each
+ *   fragment's header checksum is right, the first carries the UDP
+ *   checksum of the whole datagram, and the receiver reassembles it;
+ * - frames put on the wire with a wrong UDP or a wrong IPv4 header
+ *   checksum are dropped by the receiver and counted (rx_bad[]), whether
+ *   or not it offloads;
+ * - qps_stats.csum_offload says which.
+ */
+#include "t_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu/emu.h"
+#include "frames.h"
+#include "sq.h"
+
+#define EQ T_EQ
+#define EQ_FATAL T_EQ_FATAL
+#define GE T_GE
+
+#define IP_A "198.18.0.1"
+#define IP_B "198.18.0.2"
+#define IP_C "198.18.0.3"
+#define PORT_A 4000
+#define PORT_B 5000
+#define MAX_FRAMES 16
+#define BIG 4000	/* three fragments at the default MTU of 1500 */
+
+static char g_wire[64];
+
+/* What the wire saw, and what the core handed to its send path. */
+struct cap {
+	unsigned int n;
+	uint32_t len[MAX_FRAMES];
+	uint8_t f[MAX_FRAMES][QPS_EMU_FRAME_MAX];
+};
+
+static struct cap g_wire_cap, g_core_cap;
+static uint32_t g_core_flags[MAX_FRAMES];
+
+static void tap(void *arg, const uint8_t *frame, uint32_t len)
+{
+	struct cap *c = arg;
+
+	if (c->n < MAX_FRAMES && len <= QPS_EMU_FRAME_MAX) {
+		memcpy(c->f[c->n], frame, len);
+		c->len[c->n++] = len;
+	}
+}
+
+/* The queue's send path, recording each frame as the core wrote it, and
+ * with @g_corrupt set, damaging it first (at that offset). */
+static struct qps_sq_path rec_path;
+static const struct qps_sq_path *real_path;
+static int g_corrupt = -1;
+
+static int rec_write(struct qps_sq *sq, uint32_t slot, uint32_t len,
+		     bool signaled)
+{
+	uint8_t *f = sq->buf + (size_t)slot * sq->ctx->tx_slot_size;
+	struct cap *c = &g_core_cap;
+
+	if (g_corrupt >= 0)
+		f[g_corrupt] ^= 0x5a;
+	if (c->n < MAX_FRAMES && len <= QPS_EMU_FRAME_MAX) {
+		g_core_flags[c->n] = sq->meta[slot].flags;
+		memcpy(c->f[c->n], f, len);
+		c->len[c->n++] = len;
+	}
+	return real_path->write(sq, slot, len, signaled);
+}
+
+static struct qps_ctx *mkctx(const char *ip, uint32_t path, bool offload)
+{
+	struct qps_ctx_attr a = t_emu_attr(g_wire, ip);
+	struct qps_ctx *ctx = NULL;
+
+	a.comp_mask |= QPS_CTX_ATTR_TX_PATH | QPS_CTX_ATTR_NUM_TXQ;
+	a.tx_path = path;
+	a.num_txq = 1;
+	EQ_FATAL(setenv("QPS_CSUM_OFFLOAD", offload ? "on" : "off", 1), 0);
+	EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	unsetenv("QPS_CSUM_OFFLOAD");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+	EQ(t_ctx_stats(ctx).csum_offload, offload);
+	return ctx;
+}
+
+/* Record what @ctx sends, at both ends of its (single) send queue. */
+static void record(struct qps_ctx *ctx)
+{
+	struct qps_sq *sq = &ctx->sq[0];
+
+	memset(&g_wire_cap, 0, sizeof(g_wire_cap));
+	memset(&g_core_cap, 0, sizeof(g_core_cap));
+	g_corrupt = -1;
+	real_path = sq->path;
+	rec_path = *real_path;
+	rec_path.write = rec_write;
+	pthread_mutex_lock(&sq->lock);
+	sq->path = &rec_path;
+	pthread_mutex_unlock(&sq->lock);
+	qps_emu_test_set_tap(ctx->dev, tap, &g_wire_cap);
+}
+
+static void unrecord(struct qps_ctx *ctx)
+{
+	struct qps_sq *sq = &ctx->sq[0];
+
+	qps_emu_test_set_tap(ctx->dev, NULL, NULL);
+	pthread_mutex_lock(&sq->lock);
+	sq->path = real_path;
+	pthread_mutex_unlock(&sq->lock);
+}
+
+static uint16_t be16_at(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static bool ip_sum_ok(const uint8_t *f)
+{
+	return qps_csum_fold(qps_csum_partial(f + QPS_ETH_HLEN, QPS_IP_HLEN,
+					      0)) == 0;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 13 + seed);
+}
+
+#define BOTH(fn) \
+	static void fn##_generic_on(void) { fn(QPS_TX_PATH_GENERIC, true); } \
+	static void fn##_generic_off(void) \
+	{ fn(QPS_TX_PATH_GENERIC, false); } \
+	static void fn##_direct_on(void) { fn(QPS_TX_PATH_DIRECT, true); } \
+	static void fn##_direct_off(void) { fn(QPS_TX_PATH_DIRECT, false); }
+
+/* --- datagrams of one frame --------------------------------------------- */
+
+static void wire_sums(uint32_t path, bool offload)
+{
+	static const size_t sizes[] = { 0, 1, 2, 63, 64, 200, 1471, 1472 };
+	const size_t n = sizeof(sizes) / sizeof(sizes[0]);
+	struct sockaddr_in sb = t_sin(IP_B, PORT_B);
+	struct qps_ctx *a, *b;
+	struct qps_ep *ea, *eb;
+	uint8_t buf[1472], got[1472];
+	size_t i;
+
+	t_wire_name(g_wire, sizeof(g_wire), "csum-wire");
+	a = mkctx(IP_A, path, offload);
+	b = mkctx(IP_B, path, offload);
+	eb = t_ep_bound(b, IP_B, PORT_B, 2000);
+	ea = t_ep_bound(a, IP_A, PORT_A, 2000);
+	EQ_FATAL(qps_connect(ea, (struct sockaddr *)&sb, sizeof(sb)), 0);
+	record(a);
+	for (i = 0; i < n; i++) {
+		fill(buf, sizes[i], (unsigned int)i);
+		/* Connected and unconnected sends build alike. */
+		if (i & 1)
+			EQ_FATAL(qps_sendto(ea, buf, sizes[i], 0,
+					    (struct sockaddr *)&sb,
+					    sizeof(sb)), (ssize_t)sizes[i]);
+		else
+			EQ_FATAL(qps_send(ea, buf, sizes[i], 0),
+				 (ssize_t)sizes[i]);
+		EQ_FATAL(qps_recv(eb, got, sizeof(got), 0), (ssize_t)sizes[i]);
+		EQ(memcmp(got, buf, sizes[i]), 0);
+	}
+	EQ_FATAL(g_wire_cap.n, n);
+	EQ_FATAL(g_core_cap.n, n);
+	for (i = 0; i < n; i++) {
+		const uint8_t *w = g_wire_cap.f[i], *c = g_core_cap.f[i];
+
+		EQ(g_wire_cap.len[i], QPS_HDRS_LEN + sizes[i]);
+		/* qpsock's own parser checks both sums in software. */
+		EQ(qps_frame_parse(w, g_wire_cap.len[i], NULL), QPS_RX_OK);
+		CU_ASSERT(be16_at(w + QPS_ETH_HLEN + QPS_IP_HLEN + 6) != 0);
+		EQ(!!(g_core_flags[i] & QPS_TXM_CSUM), offload);
+		if (offload) {
+			EQ(be16_at(c + QPS_ETH_HLEN + 10), 0);
+			EQ(be16_at(c + QPS_ETH_HLEN + QPS_IP_HLEN + 6), 0);
+		} else {
+			/* As sent: the device computed nothing. */
+			EQ(memcmp(c, w, g_wire_cap.len[i]), 0);
+		}
+	}
+	unrecord(a);
+	EQ(t_ctx_stats(b).rx_bad[QPS_RX_OK], n);
+	EQ(qps_ep_close(ea), 0);
+	EQ(qps_ep_close(eb), 0);
+	EQ(qps_ctx_destroy(a), 0);
+	EQ(qps_ctx_destroy(b), 0);
+}
+BOTH(wire_sums)
+
+/* --- fragments ------------------------------------------------------------ */
+
+static void frags(uint32_t path, bool offload)
+{
+	struct sockaddr_in sb = t_sin(IP_B, PORT_B);
+	struct qps_frame_hdr h;
+	struct qps_ctx *a, *b;
+	struct qps_ep *ea, *eb;
+	uint8_t *buf = malloc(BIG), *got = malloc(BIG);
+	uint8_t udp[QPS_UDP_HLEN];
+	const uint8_t *first;
+	unsigned int i;
+
+	CU_ASSERT_FATAL(buf && got);
+	t_wire_name(g_wire, sizeof(g_wire), "csum-frag");
+	a = mkctx(IP_A, path, offload);
+	b = mkctx(IP_B, path, offload);
+	eb = t_ep_bound(b, IP_B, PORT_B, 2000);
+	ea = t_ep_bound(a, IP_A, PORT_A, 2000);
+	fill(buf, BIG, 5);
+	record(a);
+	EQ_FATAL(qps_sendto(ea, buf, BIG, 0, (struct sockaddr *)&sb,
+			    sizeof(sb)), BIG);
+	EQ_FATAL(qps_recv(eb, got, BIG, 0), BIG);
+	EQ(memcmp(got, buf, BIG), 0);
+	unrecord(a);
+	EQ_FATAL(g_wire_cap.n, 3);
+	EQ_FATAL(g_core_cap.n, 3);
+	for (i = 0; i < 3; i++) {
+		CU_ASSERT(ip_sum_ok(g_wire_cap.f[i]));
+		EQ(g_core_flags[i] & QPS_TXM_CSUM, 0);
+		EQ(memcmp(g_core_cap.f[i], g_wire_cap.f[i],
+			  g_wire_cap.len[i]), 0);
+	}
+	/* The UDP checksum over the whole datagram, in the first one. */
+	first = g_wire_cap.f[0] + QPS_ETH_HLEN + QPS_IP_HLEN;
+	memset(&h, 0, sizeof(h));
+	h.saddr = t_ip4(IP_A);
+	h.daddr = t_ip4(IP_B);
+	h.sport = htons(PORT_A);
+	h.dport = htons(PORT_B);
+	qps_udp_hdr_build(udp, &h, BIG, qps_csum_partial(buf, BIG, 0));
+	EQ(memcmp(first, udp, QPS_UDP_HLEN), 0);
+	CU_ASSERT(be16_at(udp + 6) != 0);
+	EQ(t_ctx_stats(b).rx_reasm_ok, 1);
+	EQ(t_ctx_stats(b).rx_bad[QPS_RX_BAD_UDP_CSUM], 0);
+	EQ(qps_ep_close(ea), 0);
+	EQ(qps_ep_close(eb), 0);
+	EQ(qps_ctx_destroy(a), 0);
+	EQ(qps_ctx_destroy(b), 0);
+	free(buf);
+	free(got);
+}
+BOTH(frags)
+
+/* --- bad checksums dropped -------------------------------------------- */
+
+/*
+ * C sends with its sums in software and damages each frame just before
+ * the device takes it: a wrong UDP checksum, a wrong IPv4 header checksum
+ * (its TTL changed after the sum: a header that still parses), a payload
+ * byte changed. B drops each and counts it; a good frame after them
+ * still arrives.
+ */
+static void bad_dropped(uint32_t path, bool offload)
+{
+	static const struct {
+		int off;
+		enum qps_rx_reason why;
+	} bad[] = {
+		{ QPS_ETH_HLEN + QPS_IP_HLEN + 6, QPS_RX_BAD_UDP_CSUM },
+		{ QPS_ETH_HLEN + 8, QPS_RX_BAD_IP_CSUM },
+		{ QPS_HDRS_LEN + 3, QPS_RX_BAD_UDP_CSUM },
+	};
+	struct sockaddr_in sb = t_sin(IP_B, PORT_B);
+	struct qps_ctx *b, *c;
+	struct qps_ep *eb, *ec;
+	struct qps_stats s0, s1;
+	uint8_t buf[64], got[64];
+	unsigned int i;
+
+	t_wire_name(g_wire, sizeof(g_wire), "csum-bad");
+	b = mkctx(IP_B, path, offload);
+	c = mkctx(IP_C, path, false);
+	eb = t_ep_bound(b, IP_B, PORT_B, 2000);
+	ec = t_ep_bound(c, IP_C, PORT_A, 2000);
+	fill(buf, sizeof(buf), 9);
+	record(c);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		s0 = t_ctx_stats(b);
+		g_corrupt = bad[i].off;
+		EQ_FATAL(qps_sendto(ec, buf, sizeof(buf), 0,
+				    (struct sockaddr *)&sb, sizeof(sb)),
+			 (ssize_t)sizeof(buf));
+		EQ(qps_recv(eb, got, sizeof(got), QPS_MSG_DONTWAIT), -EAGAIN);
+		s1 = t_ctx_stats(b);
+		EQ(s1.rx_bad[bad[i].why] - s0.rx_bad[bad[i].why], 1);
+		EQ(s1.rx_bad[QPS_RX_OK], s0.rx_bad[QPS_RX_OK]);
+		EQ(s1.rx_packets, s0.rx_packets);
+	}
+	g_corrupt = -1;
+	EQ_FATAL(qps_sendto(ec, buf, sizeof(buf), 0, (struct sockaddr *)&sb,
+			    sizeof(sb)), (ssize_t)sizeof(buf));
+	EQ_FATAL(qps_recv(eb, got, sizeof(got), 0), (ssize_t)sizeof(buf));
+	EQ(memcmp(got, buf, sizeof(buf)), 0);
+	unrecord(c);
+	EQ(qps_ep_close(ec), 0);
+	EQ(qps_ep_close(eb), 0);
+	EQ(qps_ctx_destroy(c), 0);
+	EQ(qps_ctx_destroy(b), 0);
+}
+BOTH(bad_dropped)
+
+/* --- the switch --------------------------------------------------------- */
+
+static void test_env(void)
+{
+	struct qps_ctx_attr a;
+	struct qps_ctx *ctx = NULL;
+
+	t_wire_name(g_wire, sizeof(g_wire), "csum-env");
+	a = t_emu_attr(g_wire, IP_A);
+	EQ(qps_ctx_create(&a, &ctx), 0);
+	EQ(t_ctx_stats(ctx).csum_offload, 1);	/* emu: on by default */
+	EQ(qps_ctx_destroy(ctx), 0);
+	EQ_FATAL(setenv("QPS_CSUM_OFFLOAD", "sometimes", 1), 0);
+	ctx = NULL;
+	EQ(qps_ctx_create(&a, &ctx), -EINVAL);
+	CU_ASSERT_PTR_NULL(ctx);
+	EQ_FATAL(setenv("QPS_CSUM_OFFLOAD", "0", 1), 0);
+	EQ(qps_ctx_create(&a, &ctx), 0);
+	EQ(t_ctx_stats(ctx).csum_offload, 0);
+	EQ(qps_ctx_destroy(ctx), 0);
+	unsetenv("QPS_CSUM_OFFLOAD");
+	/* UD frames are the device's to build: nothing for the core. */
+	a.comp_mask |= QPS_CTX_ATTR_TRANSPORT | QPS_CTX_ATTR_TX_PATH;
+	a.transport = QPS_TRANSPORT_UD;
+	a.tx_path = QPS_TX_PATH_GENERIC;
+	EQ(qps_ctx_create(&a, &ctx), 0);
+	EQ(t_ctx_stats(ctx).csum_offload, 0);
+	EQ(qps_ctx_destroy(ctx), 0);
+}
+
+static CU_TestInfo tests[] = {
+	{ "QPS_CSUM_OFFLOAD, and the gauge", test_env },
+	{ "wire sums, generic, offload", wire_sums_generic_on },
+	{ "wire sums, generic, software", wire_sums_generic_off },
+	{ "wire sums, direct, offload", wire_sums_direct_on },
+	{ "wire sums, direct, software", wire_sums_direct_off },
+	{ "fragments, generic, offload", frags_generic_on },
+	{ "fragments, generic, software", frags_generic_off },
+	{ "fragments, direct, offload", frags_direct_on },
+	{ "fragments, direct, software", frags_direct_off },
+	{ "bad sums dropped, generic, offload", bad_dropped_generic_on },
+	{ "bad sums dropped, generic, software", bad_dropped_generic_off },
+	{ "bad sums dropped, direct, offload", bad_dropped_direct_on },
+	{ "bad sums dropped, direct, software", bad_dropped_direct_off },
+	CU_TEST_INFO_NULL,
+};
+
+int main(void)
+{
+	return t_run("csum", tests);
+}
