@@ -187,6 +187,30 @@ void pl_joins_apply(struct pl_sock *s)
 	s->npending = 0;
 }
 
+/* The kernel binds an unbound socket to port 0 at its first send or
+ * connect, and memberships it holds then take effect on that port (a
+ * sockperf multicast client joins, never binds, and gets its replies
+ * sent to the group at its ephemeral port). The same here: bound now,
+ * so the joins are made before the datagram leaves. */
+void pl_joins_autobind(struct pl_sock *s)
+{
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	int ret;
+
+	if (!unbound(s)) {
+		pl_joins_apply(s);
+		return;
+	}
+	ret = qps_bind(s->ep, (struct sockaddr *)&any, sizeof(any));
+	if (ret < 0) {
+		pl_log("fd %d: memberships asked before bind: no port (%s)",
+		       s->fd, strerrordesc_np(-ret));
+		s->npending = 0;
+		return;
+	}
+	pl_joins_apply(s);
+}
+
 static int membership(struct pl_sock *s, int opt, const void *val,
 		      socklen_t len)
 {

@@ -46,6 +46,7 @@ static long send_sock(struct pl_sock *s, const void *buf, size_t len,
 
 	if (r < 0)
 		return r;
+	pl_joins_before_tx(s);
 	do {
 		pl_sig_clear();
 		r = dest ? qps_sendto(s->ep, buf, len, qf, dest, dlen) :
@@ -252,6 +253,8 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV;
 	r = !v && n ? -EFAULT : tx_flags(flags, &qf);
+	if (r >= 0)
+		pl_joins_before_tx(s);
 	while (r >= 0 && done < n) {
 		unsigned int k = n - done > PL_MMSG_CHUNK ? PL_MMSG_CHUNK :
 				 n - done;

@@ -85,6 +85,8 @@ PL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		pl_put(s);
 		return pl_real.connect(fd, addr, len);
 	}
+	if (addr && addr->sa_family == AF_INET)
+		pl_joins_before_tx(s);
 	r = qps_connect(s->ep, addr, len);
 	if (r == 0 && addr && addr->sa_family == AF_INET)
 		s->fresh = false;

@@ -172,6 +172,14 @@ int pl_live_count(void);
 
 /* pl_opts.c: the memberships asked before bind, now that it is bound. */
 void pl_joins_apply(struct pl_sock *s);
+/* Before a send or connect: an unbound socket with memberships is bound
+ * to port 0 and joins, as the kernel's automatic bind does. */
+void pl_joins_autobind(struct pl_sock *s);
+static inline void pl_joins_before_tx(struct pl_sock *s)
+{
+	if (__builtin_expect(s->npending != 0, 0))
+		pl_joins_autobind(s);
+}
 
 /* pl_signal.c. Around a blocking core call: clear, then after -EINTR,
  * whether the handler that ran asked for SA_RESTART. */
