@@ -16,10 +16,12 @@
  * data calls fail with EBADFD and close() closes only the child's copy;
  * the child's own new sockets open a context of their own.
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -153,6 +155,42 @@ __attribute__((constructor)) static void pl_init(void)
 	__atomic_store_n(&pl_state, PL_RUNNING, __ATOMIC_RELEASE);
 }
 
+/* The context's own line: datagrams the device could not place (no
+ * receive buffer posted, no steering rule) belong to no socket, so the
+ * socket lines alone would leave a loss unaccounted for. */
+static void ctx_line(struct qps_ctx *c)
+{
+	struct qps_ctx_info info;
+	struct qps_stats st;
+	char line[320], ip[INET_ADDRSTRLEN];
+	unsigned long long bad = 0, drops;
+	int i;
+
+	if (qps_ctx_query(c, &info) < 0 ||
+	    qps_ctx_stats(c, &st, sizeof(st)) < 0)
+		return;
+	for (i = 1; i < QPS_RX_REASON_MAX; i++)
+		if (i != QPS_RX_FRAGMENT)
+			bad += st.rx_bad[i];
+	drops = st.dev_rx_drops + st.rx_no_endpoint + st.rx_queue_full +
+		bad + st.dev_tx_drops + st.tx_errors;
+	if (!inet_ntop(AF_INET, &info.addr, ip, sizeof(ip)))
+		ip[0] = '\0';
+	(void)snprintf(line, sizeof(line),
+		 "context %s (%s %s): rx %llu datagrams tx %llu datagrams "
+		 "drops %llu (device rx %llu, no endpoint %llu, rx queue full "
+		 "%llu, malformed %llu, device tx %llu, tx errors %llu) via "
+		 "qpsock", ip, info.provider, info.dev,
+		 (unsigned long long)st.rx_packets,
+		 (unsigned long long)st.tx_packets, drops,
+		 (unsigned long long)st.dev_rx_drops,
+		 (unsigned long long)st.rx_no_endpoint,
+		 (unsigned long long)st.rx_queue_full, bad,
+		 (unsigned long long)st.dev_tx_drops,
+		 (unsigned long long)st.tx_errors);
+	pl_stats_keep(line);
+}
+
 static void stats_print(void)
 {
 	struct pl_line *l;
@@ -185,6 +223,8 @@ __attribute__((destructor)) static void pl_fini(void)
 	 * would), so the context is destroyed with nobody inside it. */
 	pl_live_close_all();
 	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+	if (c && pl_conf.stats)
+		ctx_line(c);
 	if (live_drain(1000) && c) {
 		qps_ctx_destroy(c);
 		ctx = NULL;

@@ -10,6 +10,13 @@
 #             with each of sockperf's waits (recvfrom, epoll, poll,
 #             select): 0 dropped, and the --stats lines show the
 #             datagrams went through qpsock;
+#   sockperf_load
+#             sockperf throughput (tp) and under-load (ul), unicast and
+#             with a feed file of three multicast groups, server and
+#             client under qpsock-run: every datagram the client's
+#             context sent is in the server's context as received or as
+#             a counted drop (the --stats context lines), ul replies with
+#             0 dropped, each group received;
 #   python    test_preload.py (stdlib only) under the preload, and a
 #             program exec'd by a shell under qpsock-run;
 #   packet    sockperf under qpsock-run --provider packet in one network
@@ -103,6 +110,85 @@ sockperf)
 			fail "sockperf ($io): client stats rx '$crx' < $got"
 		[[ -n "$stx" && "$stx" -ge "$got" ]] ||
 			fail "sockperf ($io): server stats tx '$stx' < $got"
+	done
+	;;
+sockperf_load)
+	command -v sockperf >/dev/null || {
+		echo "test_preload sockperf_load: skipped: sockperf not installed"
+		exit 77
+	}
+	# Groups only: sockperf's --mc-tx-if/--mc-rx-if name emu addresses,
+	# which the kernel refuses, so a socket the preload missed fails
+	# instead of sending to a real interface.
+	printf 'U:239.1.0.1:11121\nU:239.1.0.2:11122\nU:239.1.0.3:11123\n' \
+		>"$tmp/mc"
+	# ctx FILE N: the Nth number (1 rx, 2 tx, 3 drops) of the context line.
+	ctx() {
+		sed -n 's/.*context .*: rx \([0-9]*\) datagrams tx \([0-9]*\) datagrams drops \([0-9]*\) .*via qpsock/\'"$2"'/p' \
+			"$1" | head -1
+	}
+	for t in tp ul mc-tp mc-ul; do
+		mode=${t#mc-}
+		if [[ $t == mc-* ]]; then
+			sargs=(-f "$tmp/mc" --mc-rx-if 198.18.0.1)
+			cargs=(-f "$tmp/mc" --mc-tx-if 198.18.0.2)
+		else
+			sargs=(-i 198.18.0.1 -p 11111)
+			cargs=(-i 198.18.0.1 -p 11111)
+		fi
+		"${run[@]}" --stats --addr 198.18.0.1 sockperf sr "${sargs[@]}" \
+			>"$tmp/sr.$t" 2>&1 &
+		srv=$!
+		# Ready once it blocks on its sockets (its warm-up sent).
+		for _ in $(seq 50); do
+			grep -q 'to block on socket' "$tmp/sr.$t" && break
+			sleep 0.1
+		done
+		timeout 30 "${run[@]}" --stats --addr 198.18.0.2 sockperf "$mode" \
+			"${cargs[@]}" -t 1 -m 64 >"$tmp/cl.$t" 2>&1 ||
+			{ cat "$tmp/cl.$t"; fail "sockperf $t failed"; }
+		# What is still on the wire reaches the server first.
+		sleep 0.3
+		kill -INT "$srv"
+		wait "$srv"
+		srv=
+		grep -hE 'dropped messages|Total|qpsock-preload' \
+			"$tmp/cl.$t" "$tmp/sr.$t"
+		ctx_tx=$(ctx "$tmp/cl.$t" 2) srv_rx=$(ctx "$tmp/sr.$t" 1)
+		srv_drops=$(ctx "$tmp/sr.$t" 3)
+		[[ -n "$ctx_tx" && -n "$srv_rx" && -n "$srv_drops" ]] ||
+			fail "sockperf $t: a context stats line is missing"
+		[[ $srv_rx -gt 0 ]] || fail "sockperf $t: nothing received"
+		# Unicast: the client is the server's only sender, so exactly.
+		# Groups: the server's own sends to them come back as counted
+		# device drops too.
+		if [[ $t == mc-* ]]; then
+			[[ $((srv_rx + srv_drops)) -ge $ctx_tx ]]
+		else
+			[[ $((srv_rx + srv_drops)) -eq $ctx_tx ]]
+		fi || fail "sockperf $t: client sent $ctx_tx, server received" \
+			"$srv_rx and counted $srv_drops dropped"
+		# sockperf's own count went through qpsock.
+		n=$(sed -n 's/.*Total \([0-9]*\) messages received.*/\1/p' \
+			"$tmp/sr.$t")
+		[[ -n "$n" && $n -gt 0 && $n -le $srv_rx ]] ||
+			fail "sockperf $t: server handled '$n', qpsock rx $srv_rx"
+		if [[ $mode == ul ]]; then
+			grep -q '# dropped messages = 0;' "$tmp/cl.$t" ||
+				fail "sockperf $t: messages dropped"
+			got=$(sed -n 's/.*ReceivedMessages=\([0-9]*\).*/\1/p' \
+				"$tmp/cl.$t" | head -1)
+			crx=$(ctx "$tmp/cl.$t" 1)
+			[[ -n "$got" && $got -gt 0 && $crx -ge $got ]] ||
+				fail "sockperf $t: $got replies, client rx '$crx'"
+		fi
+		if [[ $t == mc-* ]]; then
+			for p in 11121 11122 11123; do
+				grep -qE "udp 0.0.0.0:$p peer -: rx [1-9]" \
+					"$tmp/sr.$t" ||
+					fail "sockperf $t: group port $p got nothing"
+			done
+		fi
 	done
 	;;
 python)
