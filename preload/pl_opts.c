@@ -296,6 +296,21 @@ static int sol_socket(struct pl_sock *s, int fd, int name, const void *val,
 	       -errno : 0;
 }
 
+static bool join_falls_back(struct pl_sock *s, int fd, int name,
+			    const void *val, socklen_t len)
+{
+	char why[PL_WHY_MAX];
+	struct qps_mreq m;
+
+	/* Malformed: the endpoint gives the kernel's answer. */
+	if (mreq_of(name, val, len, &m) < 0 ||
+	    !IN_MULTICAST(ntohl(m.group.s_addr)) ||
+	    !pl_policy_join(s, m.group, why, sizeof(why)))
+		return false;
+	pl_sock_fallback(fd, s, why);
+	return true;
+}
+
 static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 		    socklen_t len)
 {
@@ -304,8 +319,14 @@ static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 
 	switch (name) {
 	case IP_ADD_MEMBERSHIP:
-	case IP_DROP_MEMBERSHIP:
 	case IP_ADD_SOURCE_MEMBERSHIP:
+		/* A socket not yet decided decides at its first join
+		 * (pl_policy.c); one that goes to the kernel joins there. */
+		if (s->fresh && join_falls_back(s, fd, name, val, len))
+			return pl_real.setsockopt(fd, IPPROTO_IP, name, val,
+						  len) < 0 ? -errno : 0;
+		/* fall through */
+	case IP_DROP_MEMBERSHIP:
 	case IP_DROP_SOURCE_MEMBERSHIP:
 		/* The endpoint's alone: on packet the core's joins make
 		 * the kernel send IGMP (common/igmp.c); on emu a kernel

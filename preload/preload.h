@@ -6,6 +6,8 @@
  *   pl_ctx.c    the process's context: init, fork, exit, stats lines
  *   pl_fdtab.c  fd -> offloaded socket, reference counted
  *   pl_sock.c   making, falling back and freeing an offloaded socket
+ *   pl_policy.c which sockets stay offloaded: the decision at bind,
+ *               connect, first send or first join
  *   pl_socket.c socket, bind, connect, close, shutdown, dup, fcntl, ioctl,
  *               getsockname, getpeername
  *   pl_opts.c   setsockopt, getsockopt
@@ -89,8 +91,23 @@ extern struct pl_real pl_real;
 bool pl_sym_ready(void);
 
 /* pl_conf.c */
+enum pl_offload_mode {
+	PL_OFFLOAD_ALL,
+	PL_OFFLOAD_MULTICAST,
+	PL_OFFLOAD_NONE,
+};
+
+#define PL_GROUPS_MAX 32
+
 struct pl_conf {
 	bool offload;		/* QPS_PRELOAD_OFFLOAD is not "none" */
+	int mode;		/* enum pl_offload_mode */
+	int nports;		/* QPS_PRELOAD_PORTS: how many listed */
+	uint8_t ports[65536 / 8];	/* bit per port */
+	int ngroups;		/* QPS_PRELOAD_GROUPS */
+	struct {
+		uint32_t net, mask;	/* host order */
+	} groups[PL_GROUPS_MAX];
 	bool stats;		/* QPS_PRELOAD_STATS=1 */
 	bool debug;		/* QPS_PRELOAD_DEBUG=1 */
 	struct in_addr addr;	/* QPS_ADDR, or INADDR_ANY */
@@ -128,6 +145,7 @@ struct pl_sock {
 	struct qps_ep *ep;
 	bool fresh;		/* unbound, unconnected: may fall back */
 	bool fell_back;		/* left on the kernel: no stats line */
+	bool mcast;		/* bound, joined or sent to a group */
 	bool pktinfo;		/* IP_PKTINFO */
 	bool ts, tsns;		/* SO_TIMESTAMP, SO_TIMESTAMPNS */
 	bool rcvtimeo, sndtimeo;	/* a timeout is set: no restart */
@@ -163,12 +181,22 @@ void pl_sock_offload(int fd, int type);
 void pl_sock_free(struct pl_sock *s);
 /* Leaves @fd on the kernel: its socket was never bound or connected. */
 void pl_sock_fallback(int fd, struct pl_sock *s, const char *why);
-bool pl_addr_for_bind(const struct sockaddr *a, socklen_t len);
-bool pl_addr_for_dest(const struct sockaddr *a, socklen_t len);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
 void pl_sock_atfork_child(void);
 void pl_live_close_all(void);
 int pl_live_count(void);
+
+/* pl_policy.c: whether a fresh socket stays offloaded at its bind, its
+ * connect or first send with a destination, or a membership asked
+ * first. NULL: it stays; else the reason it goes to the kernel, written
+ * into @why. */
+const char *pl_policy_bind(struct pl_sock *s, const struct sockaddr *a,
+			   socklen_t len, char *why, size_t n);
+const char *pl_policy_dest(struct pl_sock *s, const struct sockaddr *a,
+			   socklen_t len, char *why, size_t n);
+const char *pl_policy_join(struct pl_sock *s, struct in_addr group,
+			   char *why, size_t n);
+#define PL_WHY_MAX 128
 
 /* pl_opts.c: the memberships asked before bind, now that it is bound. */
 void pl_joins_apply(struct pl_sock *s);

@@ -17,6 +17,11 @@
 #             context sent is in the server's context as received or as
 #             a counted drop (the --stats context lines), ul replies with
 #             0 dropped, each group received;
+#   offload   test_preload_offload.py with QPS_PRELOAD_OFFLOAD=multicast
+#             and QPS_PRELOAD_GROUPS, then QPS_PRELOAD_PORTS: offloaded
+#             sockets get qpsock's datagrams, kernel ones only kernel
+#             datagrams on 127.0.0.1; the --stats and --debug lines name
+#             the same sockets;
 #   python    test_preload.py (stdlib only) under the preload, and a
 #             program exec'd by a shell under qpsock-run;
 #   packet    sockperf under qpsock-run --provider packet in one network
@@ -190,6 +195,43 @@ sockperf_load)
 			done
 		fi
 	done
+	;;
+offload)
+	command -v python3 >/dev/null || {
+		echo "test_preload offload: skipped: no python3"
+		exit 77
+	}
+	QPS_PRELOAD_OFFLOAD=multicast QPS_PRELOAD_GROUPS=239.1.0.0/16,x \
+		"${run[@]}" --stats --debug --addr 198.18.0.1 python3 \
+		"$src/test_preload_offload.py" multicast 198.18.0.1 \
+		>"$tmp/mc" 2>&1 || { cat "$tmp/mc"; fail "multicast mode"; }
+	QPS_PRELOAD_PORTS=5810,5820-5821 \
+		"${run[@]}" --stats --debug --addr 198.18.0.1 python3 \
+		"$src/test_preload_offload.py" ports 198.18.0.1 \
+		>"$tmp/ports" 2>&1 || { cat "$tmp/ports"; fail "ports"; }
+	cat "$tmp/mc" "$tmp/ports"
+	for want in "udp 0.0.0.0:5801 .*via qpsock" \
+		"udp 239.1.2.3:5802 .*via qpsock" \
+		"udp 0.0.0.0:[0-9]* peer -: rx 0 datagrams (0 bytes) tx 2 .*via qpsock" \
+		"QPS_PRELOAD_GROUPS: 'x' is not a group" \
+		"not a multicast socket" \
+		"group 239.2.0.1 is not in QPS_PRELOAD_GROUPS" \
+		"group 239.2.0.2 is not in QPS_PRELOAD_GROUPS"; do
+		grep -q "$want" "$tmp/mc" || fail "multicast mode: no '$want'"
+	done
+	n=$(grep -c "not a multicast socket" "$tmp/mc")
+	# The unicast bind and the connect.
+	[[ $n -eq 2 ]] || fail "multicast mode: $n sockets not multicast, want 2"
+	for want in "udp 0.0.0.0:5810 .*via qpsock" \
+		"udp 0.0.0.0:5821 .*via qpsock" \
+		"local port 5811 is not in QPS_PRELOAD_PORTS" \
+		"destination port 5899 is not in QPS_PRELOAD_PORTS"; do
+		grep -q "$want" "$tmp/ports" || fail "ports: no '$want'"
+	done
+	! grep -qE "udp [0-9.]*:(5804|5805|5806|5807) " "$tmp/mc" ||
+		fail "multicast mode: a kernel socket has a stats line"
+	! grep -qE "udp [0-9.]*:(5811|5899) " "$tmp/ports" ||
+		fail "ports: a kernel socket has a stats line"
 	;;
 python)
 	command -v python3 >/dev/null || {
