@@ -59,6 +59,7 @@ static void sym_resolve(void)
 	RESOLVE(epoll_pwait);
 	RESOLVE(sigaction);
 	RESOLVE(epoll_pwait2);
+	RESOLVE(syscall);
 	/* An older libc without fcntl64: the plain one is the same call. */
 	if (!pl_real.fcntl64)
 		pl_real.fcntl64 = pl_real.fcntl;

@@ -15,6 +15,7 @@
  *   pl_poll.c   poll, ppoll, select, pselect
  *   pl_epoll.c  epoll_ctl, epoll_wait, epoll_pwait
  *   pl_signal.c sigaction, signal: SA_RESTART for blocking calls
+ *   pl_syscall.c syscall(): the same numbers to the calls above
  *
  * The qpsock core returns -errno and never touches errno; the interposed
  * calls are the one place errno is set (pl_ret).
@@ -82,6 +83,7 @@ struct pl_real {
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 	int (*epoll_pwait2)(int, struct epoll_event *, int,
 			    const struct timespec *, const sigset_t *);
+	long (*syscall)(long, ...);
 };
 
 extern struct pl_real pl_real;

@@ -24,6 +24,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -700,6 +701,104 @@ static void test_vfork_close(void)
 	close(fb);
 }
 
+/* The kernel's sigset, for the raw ppoll/epoll_pwait. */
+#define KSIGSET_SIZE 8
+
+/* Waits up to 2 s through syscall(SYS_ppoll). */
+static void wait_in_sys(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct timespec ts = { 2, 0 };
+
+	EQ(syscall(SYS_ppoll, &p, 1, &ts, NULL, KSIGSET_SIZE), 1);
+	EQ(p.revents, POLLIN);
+}
+
+/* The same calls made through syscall(), as some runtimes make them:
+ * one socket made by syscall(SYS_socket), one by socket(). */
+static void test_syscall(void)
+{
+	struct sockaddr_in a = sin_at(0), b = sin_at(0), got;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 7 }, out[4];
+	char buf[16], x[2];
+	struct iovec wv[2] = { { "ab", 2 }, { "cd", 2 } };
+	struct iovec rv[2] = { { x, 1 }, { buf, sizeof(buf) } };
+	struct msghdr m = { .msg_iov = wv, .msg_iovlen = 2 };
+	socklen_t l = sizeof(got);
+	int fa, fb, fd2, ep, v = 0;
+
+	EQ(syscall(SYS_getpid), getpid());
+	fa = (int)syscall(SYS_socket, AF_INET, SOCK_DGRAM, 0);
+	fb = socket(AF_INET, SOCK_DGRAM, 0);
+	CU_ASSERT_FATAL(fa >= 0 && fb >= 0);
+	/* Fatal: a socket syscall() took past the preload is the kernel's,
+	 * which refuses emu's address, and must send nothing. */
+	CU_ASSERT_FATAL(syscall(SYS_bind, fa, &a, sizeof(a)) == 0);
+	CU_ASSERT_FATAL(syscall(SYS_bind, fb, &b, sizeof(b)) == 0);
+	EQ(syscall(SYS_getsockname, fa, &a, &l), 0);
+	l = sizeof(b);
+	EQ(syscall(SYS_getsockname, fb, &b, &l), 0);
+	EQ(a.sin_addr.s_addr, local.s_addr);
+	CU_ASSERT(a.sin_port != 0 && b.sin_port != 0);
+	FAILS(syscall(SYS_getpeername, fa, &got, &l), ENOTCONN);
+
+	EQ(syscall(SYS_sendto, fa, "one", 3, 0, &b, sizeof(b)), 3);
+	wait_in_sys(fb);
+	l = sizeof(got);
+	EQ(syscall(SYS_recvfrom, fb, buf, sizeof(buf), 0, &got, &l), 3);
+	EQ(got.sin_port, a.sin_port);
+	CU_ASSERT(memcmp(buf, "one", 3) == 0);
+
+	/* Connected: write and read, writev and readv, sendmsg. */
+	EQ(syscall(SYS_connect, fa, &b, sizeof(b)), 0);
+	EQ(syscall(SYS_write, fa, "two", 3), 3);
+	wait_in_sys(fb);
+	EQ(syscall(SYS_read, fb, buf, sizeof(buf)), 3);
+	CU_ASSERT(memcmp(buf, "two", 3) == 0);
+	EQ(syscall(SYS_writev, fa, wv, 2), 4);
+	wait_in_sys(fb);
+	EQ(syscall(SYS_readv, fb, rv, 2), 4);
+	CU_ASSERT(x[0] == 'a' && memcmp(buf, "bcd", 3) == 0);
+	EQ(syscall(SYS_sendmsg, fa, &m, 0), 4);
+	wait_in_sys(fb);
+	EQ(syscall(SYS_ioctl, fb, FIONREAD, &v), 0);
+	EQ(v, 4);
+	m.msg_iov = rv;
+	EQ(syscall(SYS_recvmsg, fb, &m, 0), 4);
+
+	/* Non-blocking through fcntl: nothing queued is EAGAIN. */
+	EQ(syscall(SYS_fcntl, fb, F_SETFL, O_NONBLOCK), 0);
+	CU_ASSERT(fcntl(fb, F_GETFL) & O_NONBLOCK);
+	FAILS(syscall(SYS_recvfrom, fb, buf, sizeof(buf), 0, NULL, NULL),
+	      EAGAIN);
+	v = 1;
+	EQ(syscall(SYS_setsockopt, fb, SOL_SOCKET, SO_REUSEADDR, &v,
+		   sizeof(v)), 0);
+	v = 0;
+	l = sizeof(v);
+	EQ(syscall(SYS_getsockopt, fb, SOL_SOCKET, SO_REUSEADDR, &v, &l), 0);
+	EQ(v, 1);
+
+	/* A duplicate made by syscall names the same socket; epoll. */
+	fd2 = (int)syscall(SYS_dup, fb);
+	CU_ASSERT_FATAL(fd2 >= 0);
+	ep = epoll_create1(0);
+	CU_ASSERT_FATAL(ep >= 0);
+	EQ(syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, fd2, &ev), 0);
+	EQ(syscall(SYS_sendto, fa, "3", 1, 0, NULL, 0), 1);
+	EQ(syscall(SYS_epoll_pwait, ep, out, 4, 2000, NULL, KSIGSET_SIZE), 1);
+	EQ(out[0].data.u32, 7);
+	EQ(syscall(SYS_recvfrom, fd2, buf, sizeof(buf), 0, NULL, NULL), 1);
+	EQ(syscall(SYS_shutdown, fa, SHUT_RDWR), 0);
+	EQ(syscall(SYS_close, ep), 0);
+	EQ(syscall(SYS_close, fd2), 0);
+	EQ(syscall(SYS_close, fb), 0);
+	EQ(syscall(SYS_close, fa), 0);
+	FAILS(syscall(SYS_close, fa), EBADF);
+	FAILS(syscall(SYS_recvfrom, fa, buf, sizeof(buf), 0, NULL, NULL),
+	      EBADF);
+}
+
 /* A socket to loopback stays on the kernel under the preload. */
 static void test_loopback_fallback(void)
 {
@@ -784,6 +883,7 @@ int main(void)
 		{ "fork", test_fork },
 		{ "vfork child closes", test_vfork_close },
 		{ "loopback falls back", test_loopback_fallback },
+		{ "syscall() entry points", test_syscall },
 		CU_TEST_INFO_NULL,
 	};
 	CU_SuiteInfo suites[] = {
