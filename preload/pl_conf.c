@@ -128,7 +128,7 @@ void pl_conf_load(void)
 }
 
 /* One line to stderr, written whole with one call (no stdio buffer, so
- * it is safe from the destructor and interleaves per line). */
+ * it is safe from the exit teardown and interleaves per line). */
 void pl_log(const char *fmt, ...)
 {
 	char line[512];

@@ -3,13 +3,23 @@
  * The process's qpsock context and the library's life: the constructor
  * reads the configuration and makes the fd table; the context opens on
  * the first socket to offload (a program that never makes a UDP socket
- * never touches the device); the destructor prints the stats lines and
- * destroys the context, so no emu wire port or stats segment outlives
- * the process.
+ * never touches the device); the teardown at exit prints the stats
+ * lines and destroys the context, so no emu wire port or stats segment
+ * outlives the process.
  *
- * Before the constructor and after the destructor every call goes to the
+ * The teardown is not a destructor. glibc finalises a preloaded library
+ * before the libraries loaded after it (dlopen'ed ones) and those the
+ * program links, so their destructors would find every offloaded socket
+ * gone. The constructor registers it with __cxa_atexit instead, with no
+ * DSO handle (our own fini would run it otherwise): library constructors
+ * run before __libc_start_main registers the loader's fini, so exit()
+ * runs the teardown after the loader's fini, hence after every library's
+ * destructor. The library is linked nodelete, so the handler stays
+ * mapped.
+ *
+ * Before the constructor and after the teardown every call goes to the
  * kernel: a socket made then is never offloaded, and an offloaded fd used
- * after the destructor is the plain kernel socket behind it.
+ * after the teardown is the plain kernel socket behind it.
  *
  * fork(): the core answers -ECHILD for a context inherited by a child
  * (api.md). The child's inherited offloaded fds stay mapped, so their
@@ -142,6 +152,9 @@ static void atfork_child(void)
 	lines_tail = &lines_head;
 }
 
+int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+static void pl_fini(void *unused);
+
 __attribute__((constructor)) static void pl_init(void)
 {
 	pl_sym_ready();
@@ -152,6 +165,11 @@ __attribute__((constructor)) static void pl_init(void)
 		return;
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
+	if (__cxa_atexit(pl_fini, NULL, NULL) != 0) {
+		pl_log("cannot register the exit teardown: nothing is "
+		       "offloaded");
+		return;
+	}
 	__atomic_store_n(&pl_state, PL_RUNNING, __ATOMIC_RELEASE);
 }
 
@@ -210,8 +228,9 @@ static bool live_drain(int ms)
 	return pl_live_count() == 0;
 }
 
-__attribute__((destructor)) static void pl_fini(void)
+static void pl_fini(void *unused)
 {
+	(void)unused;
 	struct qps_ctx *c;
 
 	if (__atomic_exchange_n(&pl_state, PL_AFTER, __ATOMIC_ACQ_REL) !=

@@ -25,7 +25,7 @@
 
 #include "preload.h"
 
-/* Every socket not yet freed, for the destructor. */
+/* Every socket not yet freed, for the exit teardown. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_sock *live;
 static int live_n;

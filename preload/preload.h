@@ -173,7 +173,7 @@ int pl_install(int fd, struct pl_sock *s);
 struct pl_sock *pl_remove(int fd);
 /* Makes @newfd (a duplicate of @oldfd just made) name @oldfd's socket. */
 void pl_dup_map(int oldfd, int newfd);
-/* Unmaps every fd, for the destructor. */
+/* Unmaps every fd, for the exit teardown. */
 void pl_fdtab_clear(void);
 /* Reinitialises the lock in a fork child. */
 void pl_fdtab_atfork_child(void);

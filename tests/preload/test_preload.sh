@@ -6,6 +6,8 @@
 #   calls     test_preload_calls under the preload, the same assertions
 #             test_preload_calls_kernel makes on the kernel;
 #   fortify   the same, built with _FORTIFY_SOURCE=2 (__recv_chk...);
+#   libinit   test_preload_libinit (beside test_preload_calls): socket
+#             calls from another library's constructor and destructor;
 #   sockperf  sockperf server and client both under qpsock-run, ping-pong
 #             with each of sockperf's waits (recvfrom, epoll, poll,
 #             select): 0 dropped, and the --stats lines show the
@@ -75,6 +77,20 @@ fortify)
 		fail "$prog calls no fortified entry"
 	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$prog" ||
 		fail "fortified test_preload_calls under the preload"
+	;;
+libinit)
+	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --stats --debug --addr 198.18.0.1 \
+		"$(dirname "$calls")/test_preload_libinit" >"$tmp/out" 2>&1 ||
+		{ cat "$tmp/out"; fail "test_preload_libinit under the preload"; }
+	cat "$tmp/out"
+	# The dlopen'ed library's receiver went through qpsock, in its
+	# constructor, main and its destructor; the linked library's sockets,
+	# made before the preload's constructor, are the kernel's without a
+	# word (none fell back: none was offloaded).
+	grep -q "udp 198.18.0.1:[0-9]* peer -: rx 3 datagrams" "$tmp/out" ||
+		fail "the dlopen'ed library's socket was not offloaded"
+	! grep -q "left on the kernel" "$tmp/out" ||
+		fail "a socket made before the preload's constructor was offloaded"
 	;;
 sockperf)
 	command -v sockperf >/dev/null || {
