@@ -74,6 +74,11 @@ static void ctx_info_fill(struct qps_ctx *c)
 	}
 }
 
+bool pl_ctx_open(void)
+{
+	return __atomic_load_n(&ctx, __ATOMIC_ACQUIRE) != NULL;
+}
+
 struct qps_ctx *pl_ctx_get(void)
 {
 	struct qps_ctx_attr attr = { 0 };
@@ -171,6 +176,7 @@ __attribute__((constructor)) static void pl_init(void)
 		return;
 	}
 	__atomic_store_n(&pl_state, PL_RUNNING, __ATOMIC_RELEASE);
+	pl_exec_restore_env();
 }
 
 /* The context's own line: datagrams the device could not place (no
@@ -228,14 +234,11 @@ static bool live_drain(int ms)
 	return pl_live_count() == 0;
 }
 
-static void pl_fini(void *unused)
+void pl_ctx_teardown(void)
 {
-	(void)unused;
 	struct qps_ctx *c;
+	struct pl_line *l;
 
-	if (__atomic_exchange_n(&pl_state, PL_AFTER, __ATOMIC_ACQ_REL) !=
-	    PL_RUNNING)
-		return;
 	/* Sockets still open get their line at the final put, below. */
 	pl_fdtab_clear();
 	/* Wake whatever still waits in one (as the context's destruction
@@ -246,8 +249,24 @@ static void pl_fini(void *unused)
 		ctx_line(c);
 	if (live_drain(1000) && c) {
 		qps_ctx_destroy(c);
-		ctx = NULL;
+		__atomic_store_n(&ctx, NULL, __ATOMIC_RELEASE);
 	}
 	if (pl_conf.stats)
 		stats_print();
+	pthread_mutex_lock(&lines_lock);
+	while ((l = lines_head)) {
+		lines_head = l->next;
+		free(l);
+	}
+	lines_tail = &lines_head;
+	pthread_mutex_unlock(&lines_lock);
+}
+
+static void pl_fini(void *unused)
+{
+	(void)unused;
+	if (__atomic_exchange_n(&pl_state, PL_AFTER, __ATOMIC_ACQ_REL) !=
+	    PL_RUNNING)
+		return;
+	pl_ctx_teardown();
 }

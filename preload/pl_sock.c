@@ -160,6 +160,7 @@ void pl_sock_offload(int fd, int type)
 		goto fail;
 	}
 	s->fd = fd;
+	s->pid = getpid();
 	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
 	s->fresh = true;
 	s->kfd = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);

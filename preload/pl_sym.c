@@ -60,6 +60,9 @@ static void sym_resolve(void)
 	RESOLVE(sigaction);
 	RESOLVE(epoll_pwait2);
 	RESOLVE(syscall);
+	RESOLVE(execve);
+	RESOLVE(execvpe);
+	RESOLVE(fexecve);
 	/* An older libc without fcntl64: the plain one is the same call. */
 	if (!pl_real.fcntl64)
 		pl_real.fcntl64 = pl_real.fcntl;

@@ -15,6 +15,8 @@
  *   pl_poll.c   poll, ppoll, select, pselect
  *   pl_epoll.c  epoll_ctl, epoll_wait, epoll_pwait
  *   pl_signal.c sigaction, signal: SA_RESTART for blocking calls
+ *   pl_exec.c   exec*: offloaded fds left open are offloaded again in
+ *               the new image
  *   pl_syscall.c syscall(): the same numbers to the calls above
  *
  * The qpsock core returns -errno and never touches errno; the interposed
@@ -32,6 +34,7 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -84,6 +87,9 @@ struct pl_real {
 	int (*epoll_pwait2)(int, struct epoll_event *, int,
 			    const struct timespec *, const sigset_t *);
 	long (*syscall)(long, ...);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
 };
 
 extern struct pl_real pl_real;
@@ -135,6 +141,15 @@ struct pl_ctx_info {
 };
 extern struct pl_ctx_info pl_ctx_info;
 void pl_stats_keep(const char *line);
+bool pl_ctx_open(void);
+/* Everything offloaded goes, as at exit: every fd unmapped (the kernel
+ * socket behind it from now on), endpoints closed, the context
+ * destroyed, stats lines printed. At exit and before an exec. */
+void pl_ctx_teardown(void);
+
+/* pl_exec.c: sockets a previous image left open across exec
+ * (QPS_PRELOAD_EXEC_FDS), offloaded again; from the constructor. */
+void pl_exec_restore_env(void);
 
 /* pl_fdtab.c */
 #define PL_PENDING_JOINS 8
@@ -142,6 +157,7 @@ void pl_stats_keep(const char *line);
 struct pl_sock {
 	int refs;		/* atomic: table entries + calls inside; first */
 	int fd;			/* the fd it was made on, for messages */
+	pid_t pid;		/* the process whose context holds it */
 	uint64_t id;		/* unique in the process: names it weakly */
 	int kfd;		/* our duplicate of the kernel socket */
 	struct qps_ep *ep;
@@ -173,6 +189,8 @@ int pl_install(int fd, struct pl_sock *s);
 struct pl_sock *pl_remove(int fd);
 /* Makes @newfd (a duplicate of @oldfd just made) name @oldfd's socket. */
 void pl_dup_map(int oldfd, int newfd);
+/* The first mapped fd from @fd on, or -1. */
+int pl_fdtab_next(int fd);
 /* Unmaps every fd, for the exit teardown. */
 void pl_fdtab_clear(void);
 /* Reinitialises the lock in a fork child. */

@@ -6,6 +6,8 @@
 #   calls     test_preload_calls under the preload, the same assertions
 #             test_preload_calls_kernel makes on the kernel;
 #   fortify   the same, built with _FORTIFY_SOURCE=2 (__recv_chk...);
+#   exec      test_preload_exec: an offloaded fd left open across a
+#             failed exec and an exec is offloaded again;
 #   libinit   test_preload_libinit (beside test_preload_calls): socket
 #             calls from another library's constructor and destructor;
 #   sockperf  sockperf server and client both under qpsock-run, ping-pong
@@ -91,6 +93,23 @@ libinit)
 		fail "the dlopen'ed library's socket was not offloaded"
 	! grep -q "left on the kernel" "$tmp/out" ||
 		fail "a socket made before the preload's constructor was offloaded"
+	;;
+exec)
+	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --stats --debug --addr 198.18.0.1 \
+		"$(dirname "$calls")/test_preload_exec" >"$tmp/out" 2>&1 ||
+		{ cat "$tmp/out"; fail "test_preload_exec under the preload"; }
+	cat "$tmp/out"
+	for want in "offloaded again after a failed exec" \
+		"offloaded again after exec" \
+		"udp 198.18.0.1:[0-9]* peer -: rx 1 datagrams .*via qpsock" \
+		"context 198.18.0.1 "; do
+		grep -q "$want" "$tmp/out" || fail "exec: no '$want'"
+	done
+	# Each exec freed the wire port: the context after it has the same
+	# address (three context lines, at the failed exec, the exec and
+	# the exit, all 198.18.0.1).
+	n=$(grep -c "context 198.18.0.1 " "$tmp/out")
+	[[ $n -eq 3 ]] || fail "exec: $n context lines on 198.18.0.1, want 3"
 	;;
 sockperf)
 	command -v sockperf >/dev/null || {
