@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -264,11 +265,20 @@ PL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	return pl_ret(r);
 }
 
-/* The timeout is not honoured yet (docs/preload.md): MSG_WAITFORONE and
- * MSG_DONTWAIT bound the call, as they do on the kernel. */
+static long long ts_ns(const struct timespec *t)
+{
+	return (long long)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
+
+/* As the kernel: MSG_WAITFORONE makes every receive after the first
+ * non-blocking, and the timeout is looked at only after each datagram
+ * (recvmmsg(2), BUGS): the call returns once it has passed, and what is
+ * left of it is written back when something was received. */
 PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		       struct timespec *timeout)
 {
+	struct timespec now;
+	long long end = 0;
 	struct pl_sock *s;
 	unsigned int i;
 	long r = 0;
@@ -278,17 +288,37 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.recvmmsg(fd, v, n, flags, timeout);
+	if (timeout) {
+		if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+		    timeout->tv_nsec >= 1000000000L) {
+			pl_put(s);
+			return (int)pl_ret(-EINVAL);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		end = ts_ns(&now) + ts_ns(timeout);
+	}
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n;) {
 		int f = flags & ~MSG_WAITFORONE;
+		long long left;
 
 		if (i > 0 && (flags & MSG_WAITFORONE))
 			f |= MSG_DONTWAIT;
 		r = pl_recvmsg_sock(s, &v[i].msg_hdr, f);
 		if (r < 0)
 			break;
-		v[i].msg_len = (unsigned int)r;
+		v[i++].msg_len = (unsigned int)r;
+		if (!timeout)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = end - ts_ns(&now);
+		if (left < 0)
+			left = 0;
+		timeout->tv_sec = (time_t)(left / 1000000000LL);
+		timeout->tv_nsec = (long)(left % 1000000000LL);
+		if (left == 0)
+			break;
 	}
 	pl_put(s);
 	return i ? (int)i : (int)pl_ret(r);

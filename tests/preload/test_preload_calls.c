@@ -169,6 +169,7 @@ static void test_send_recv(void)
 	struct mmsghdr mm[3], rm[4];
 	char mb[3][8], rb[4][8];
 	struct iovec mi[3], ri[4];
+	struct timespec ts;
 	int i;
 
 	EQ(sendto(fa, "hello", 5, 0, (struct sockaddr *)&b, sizeof(b)), 5);
@@ -235,6 +236,22 @@ static void test_send_recv(void)
 	EQ(recvmmsg(fb, rm, 4, MSG_WAITFORONE, NULL), 3);
 	EQ(rm[1].msg_len, 2);
 	CU_ASSERT(memcmp(rb[2], "m2", 2) == 0);
+
+	/* The timeout is looked at after each datagram: one that has
+	 * passed still returns the first; what is left is written back;
+	 * a malformed one is EINVAL. */
+	EQ(sendmmsg(fa, mm, 3, 0), 3);
+	wait_in(fb);
+	usleep(20000);
+	ts = (struct timespec){ 0, 0 };
+	EQ(recvmmsg(fb, rm, 3, 0, &ts), 1);
+	CU_ASSERT(ts.tv_sec == 0 && ts.tv_nsec == 0);
+	ts = (struct timespec){ 5, 0 };
+	EQ(recvmmsg(fb, rm, 2, 0, &ts), 2);
+	CU_ASSERT(memcmp(rb[1], "m2", 2) == 0);
+	CU_ASSERT(ts.tv_sec == 4 && ts.tv_nsec > 0);
+	ts = (struct timespec){ 0, 1000000000L };
+	FAILS(recvmmsg(fb, rm, 2, MSG_DONTWAIT, &ts), EINVAL);
 	close(fa);
 	close(fb);
 }
