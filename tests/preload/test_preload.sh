@@ -162,6 +162,7 @@ sockperf_load)
 	# instead of sending to a real interface.
 	printf 'U:239.1.0.1:11121\nU:239.1.0.2:11122\nU:239.1.0.3:11123\n' \
 		>"$tmp/mc"
+	stat=$(dirname "$2")/qps_stat
 	# ctx FILE N: the Nth number (1 rx, 2 tx, 3 drops) of the context line.
 	ctx() {
 		sed -n 's/.*context .*: rx \([0-9]*\) datagrams tx \([0-9]*\) datagrams drops \([0-9]*\) .*via qpsock/\'"$2"'/p' \
@@ -187,8 +188,18 @@ sockperf_load)
 		timeout 30 "${run[@]}" --stats --addr 198.18.0.2 sockperf "$mode" \
 			"${cargs[@]}" -t 1 -m 64 >"$tmp/cl.$t" 2>&1 ||
 			{ cat "$tmp/cl.$t"; fail "sockperf $t failed"; }
-		# What is still on the wire reaches the server first.
-		sleep 0.3
+		# What is still on the wire reaches the server first: until its
+		# context (read live by qps_stat) has counted as many datagrams,
+		# received or dropped by the device, as the client sent, or 5 s.
+		want=$(ctx "$tmp/cl.$t" 2)
+		for _ in $(seq 50); do
+			got=$("$stat" -p "$srv" --json 2>/dev/null |
+				sed -n 's/.*"rx_packets":\([0-9]*\).*"dev_rx_drops":\([0-9]*\).*/\1 \2/p' |
+				head -1)
+			[[ -n "$got" && -n "$want" ]] &&
+				(( ${got% *} + ${got#* } >= want )) && break
+			sleep 0.1
+		done
 		kill -INT "$srv"
 		wait "$srv"
 		srv=
