@@ -8,7 +8,7 @@
  *     other address to a real interface.
  *   - PL_LIBINIT_DLOPEN, dlopen'ed by the test: initialised after the
  *     preload, so its sockets are offloaded; it uses PL_TEST_ADDR (emu's
- *     address under the preload). Its destructor must still find them
+ *     address under the preload; loopback when unset). Its destructor must still find them
  *     offloaded (glibc finalises it after the preload, whose teardown
  *     comes later, pl_ctx.c). A socket left to the kernel there has no
  *     address the kernel knows, so its exchange fails before anything is
@@ -61,7 +61,7 @@ static int ctor_calls(void)
 #ifdef PL_LIBINIT_DLOPEN
 	const char *e = getenv("PL_TEST_ADDR");
 
-	if (!e || inet_pton(AF_INET, e, &a.sin_addr) != 1)
+	if (e && inet_pton(AF_INET, e, &a.sin_addr) != 1)
 		return __LINE__;
 #endif
 	fr = socket(AF_INET, SOCK_DGRAM, 0);

@@ -46,7 +46,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (check("linked", pl_libinit_ctor_line, pl_libinit_use))
 		return 1;
-	h = dlopen("libpl_libinit_dl.so", RTLD_NOW | RTLD_LOCAL);
+	h = dlopen(PL_LIBINIT_DL, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		printf("test_preload_libinit: FAIL: %s\n", dlerror());
 		return 1;
