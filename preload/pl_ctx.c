@@ -3,23 +3,35 @@
  * The process's qpsock context and the library's life: the constructor
  * reads the configuration and makes the fd table; the context opens on
  * the first socket to offload (a program that never makes a UDP socket
- * never touches the device); the destructor prints the stats lines and
- * destroys the context, so no emu wire port or stats segment outlives
- * the process.
+ * never touches the device); the teardown at exit prints the stats
+ * lines and destroys the context, so no emu wire port or stats segment
+ * outlives the process.
  *
- * Before the constructor and after the destructor every call goes to the
+ * The teardown is not a destructor. glibc finalises a preloaded library
+ * before the libraries loaded after it (dlopen'ed ones) and those the
+ * program links, so their destructors would find every offloaded socket
+ * gone. The constructor registers it with __cxa_atexit instead, with no
+ * DSO handle (our own fini would run it otherwise): library constructors
+ * run before __libc_start_main registers the loader's fini, so exit()
+ * runs the teardown after the loader's fini, hence after every library's
+ * destructor. The library is linked nodelete, so the handler stays
+ * mapped.
+ *
+ * Before the constructor and after the teardown every call goes to the
  * kernel: a socket made then is never offloaded, and an offloaded fd used
- * after the destructor is the plain kernel socket behind it.
+ * after the teardown is the plain kernel socket behind it.
  *
  * fork(): the core answers -ECHILD for a context inherited by a child
  * (api.md). The child's inherited offloaded fds stay mapped, so their
  * data calls fail with EBADFD and close() closes only the child's copy;
  * the child's own new sockets open a context of their own.
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -66,6 +78,11 @@ struct qps_ctx *pl_ctx_peek(void)
 {
 	/* Acquire: pairs with the release that publishes the context. */
 	return __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+}
+
+bool pl_ctx_open(void)
+{
+	return pl_ctx_peek() != NULL;
 }
 
 struct qps_ctx *pl_ctx_get(void)
@@ -146,6 +163,9 @@ static void atfork_child(void)
 	lines_tail = &lines_head;
 }
 
+int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+static void pl_fini(void *unused);
+
 __attribute__((constructor)) static void pl_init(void)
 {
 	pl_sym_ready();
@@ -156,7 +176,49 @@ __attribute__((constructor)) static void pl_init(void)
 		return;
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
+	if (__cxa_atexit(pl_fini, NULL, NULL) != 0) {
+		pl_log("cannot register the exit teardown: nothing is "
+		       "offloaded");
+		return;
+	}
 	__atomic_store_n(&pl_state, PL_RUNNING, __ATOMIC_RELEASE);
+	pl_exec_restore_env();
+}
+
+/* The context's own line: datagrams the device could not place (no
+ * receive buffer posted, no steering rule) belong to no socket, so the
+ * socket lines alone would leave a loss unaccounted for. */
+static void ctx_line(struct qps_ctx *c)
+{
+	struct qps_ctx_info info;
+	struct qps_stats st;
+	char line[320], ip[INET_ADDRSTRLEN];
+	unsigned long long bad = 0, drops;
+	int i;
+
+	if (qps_ctx_query(c, &info) < 0 ||
+	    qps_ctx_stats(c, &st, sizeof(st)) < 0)
+		return;
+	for (i = 1; i < QPS_RX_REASON_MAX; i++)
+		if (i != QPS_RX_FRAGMENT)
+			bad += st.rx_bad[i];
+	drops = st.dev_rx_drops + st.rx_no_endpoint + st.rx_queue_full +
+		bad + st.dev_tx_drops + st.tx_errors;
+	if (!inet_ntop(AF_INET, &info.addr, ip, sizeof(ip)))
+		ip[0] = '\0';
+	(void)snprintf(line, sizeof(line),
+		 "context %s (%s %s): rx %llu datagrams tx %llu datagrams "
+		 "drops %llu (device rx %llu, no endpoint %llu, rx queue full "
+		 "%llu, malformed %llu, device tx %llu, tx errors %llu) via "
+		 "qpsock", ip, info.provider, info.dev,
+		 (unsigned long long)st.rx_packets,
+		 (unsigned long long)st.tx_packets, drops,
+		 (unsigned long long)st.dev_rx_drops,
+		 (unsigned long long)st.rx_no_endpoint,
+		 (unsigned long long)st.rx_queue_full, bad,
+		 (unsigned long long)st.dev_tx_drops,
+		 (unsigned long long)st.tx_errors);
+	pl_stats_keep(line);
 }
 
 static void stats_print(void)
@@ -178,10 +240,39 @@ static bool live_drain(int ms)
 	return pl_live_count() == 0;
 }
 
-__attribute__((destructor)) static void pl_fini(void)
+void pl_ctx_teardown(void)
 {
 	struct qps_ctx *c;
+	struct pl_line *l;
 
+	/* Sockets still open get their line at the final put, below. */
+	pl_fdtab_clear();
+	/* Wake whatever still waits in one (as the context's destruction
+	 * would), so the context is destroyed with nobody inside it. */
+	pl_live_close_all();
+	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+	if (c && pl_conf.stats)
+		ctx_line(c);
+	if (live_drain(1000) && c) {
+		/* Unpublished first: a waiter that peeks it now (pl_wait.c)
+		 * finds none. */
+		__atomic_store_n(&ctx, NULL, __ATOMIC_RELEASE);
+		qps_ctx_destroy(c);
+	}
+	if (pl_conf.stats)
+		stats_print();
+	pthread_mutex_lock(&lines_lock);
+	while ((l = lines_head)) {
+		lines_head = l->next;
+		free(l);
+	}
+	lines_tail = &lines_head;
+	pthread_mutex_unlock(&lines_lock);
+}
+
+static void pl_fini(void *unused)
+{
+	(void)unused;
 	if (__atomic_exchange_n(&pl_state, PL_AFTER, __ATOMIC_ACQ_REL) !=
 	    PL_RUNNING)
 		return;
@@ -199,18 +290,5 @@ __attribute__((destructor)) static void pl_fini(void)
 		}
 		return;
 	}
-	/* Sockets still open get their line at the final put, below. */
-	pl_fdtab_clear();
-	/* Wake whatever still waits in one (as the context's destruction
-	 * would), so the context is destroyed with nobody inside it. */
-	pl_live_close_all();
-	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
-	if (live_drain(1000) && c) {
-		/* Unpublished first: a waiter that peeks it now (pl_wait.c)
-		 * finds none. */
-		__atomic_store_n(&ctx, NULL, __ATOMIC_RELEASE);
-		qps_ctx_destroy(c);
-	}
-	if (pl_conf.stats)
-		stats_print();
+	pl_ctx_teardown();
 }

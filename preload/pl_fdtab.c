@@ -205,6 +205,18 @@ void pl_dup_map(int oldfd, int newfd)
 	pl_put(s);
 }
 
+int pl_fdtab_next(int fd)
+{
+	int hi = __atomic_load_n(&tab_hi, __ATOMIC_RELAXED);
+
+	if (!__atomic_load_n(&tab, __ATOMIC_ACQUIRE) || fd < 0)
+		return -1;
+	for (; fd < hi; fd++)
+		if (__atomic_load_n(&tab[fd], __ATOMIC_RELAXED))
+			return fd;
+	return -1;
+}
+
 void pl_fdtab_clear(void)
 {
 	int fd;

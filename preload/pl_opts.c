@@ -187,6 +187,30 @@ void pl_joins_apply(struct pl_sock *s)
 	s->npending = 0;
 }
 
+/* The kernel binds an unbound socket to port 0 at its first send or
+ * connect, and memberships it holds then take effect on that port (a
+ * sockperf multicast client joins, never binds, and gets its replies
+ * sent to the group at its ephemeral port). The same here: bound now,
+ * so the joins are made before the datagram leaves. */
+void pl_joins_autobind(struct pl_sock *s)
+{
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	int ret;
+
+	if (!unbound(s)) {
+		pl_joins_apply(s);
+		return;
+	}
+	ret = qps_bind(s->ep, (struct sockaddr *)&any, sizeof(any));
+	if (ret < 0) {
+		pl_log("fd %d: memberships asked before bind: no port (%s)",
+		       s->fd, strerrordesc_np(-ret));
+		s->npending = 0;
+		return;
+	}
+	pl_joins_apply(s);
+}
+
 static int membership(struct pl_sock *s, int opt, const void *val,
 		      socklen_t len)
 {
@@ -272,6 +296,21 @@ static int sol_socket(struct pl_sock *s, int fd, int name, const void *val,
 	       -errno : 0;
 }
 
+static bool join_falls_back(struct pl_sock *s, int fd, int name,
+			    const void *val, socklen_t len)
+{
+	char why[PL_WHY_MAX];
+	struct qps_mreq m;
+
+	/* Malformed: the endpoint gives the kernel's answer. */
+	if (mreq_of(name, val, len, &m) < 0 ||
+	    !IN_MULTICAST(ntohl(m.group.s_addr)) ||
+	    !pl_policy_join(s, m.group, why, sizeof(why)))
+		return false;
+	pl_sock_fallback(fd, s, why);
+	return true;
+}
+
 static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 		    socklen_t len)
 {
@@ -280,8 +319,14 @@ static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 
 	switch (name) {
 	case IP_ADD_MEMBERSHIP:
-	case IP_DROP_MEMBERSHIP:
 	case IP_ADD_SOURCE_MEMBERSHIP:
+		/* A socket not yet decided decides at its first join
+		 * (pl_policy.c); one that goes to the kernel joins there. */
+		if (s->fresh && join_falls_back(s, fd, name, val, len))
+			return pl_real.setsockopt(fd, IPPROTO_IP, name, val,
+						  len) < 0 ? -errno : 0;
+		/* fall through */
+	case IP_DROP_MEMBERSHIP:
 	case IP_DROP_SOURCE_MEMBERSHIP:
 		/* The endpoint's alone: on packet the core's joins make
 		 * the kernel send IGMP (common/igmp.c); on emu a kernel

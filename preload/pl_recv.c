@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -264,8 +265,10 @@ PL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	return pl_ret(r);
 }
 
-/* The timeout is not honoured yet (docs/preload.md): MSG_WAITFORONE and
- * MSG_DONTWAIT bound the call, as they do on the kernel. */
+/* As the kernel: MSG_WAITFORONE makes every receive after the first
+ * non-blocking, and the timeout is looked at only after each datagram
+ * (recvmmsg(2), BUGS): the call returns once it has passed, and what is
+ * left of it is written back when something was received. */
 PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		       struct timespec *timeout)
 {

@@ -46,6 +46,7 @@ static long send_sock(struct pl_sock *s, const void *buf, size_t len,
 
 	if (r < 0)
 		return r;
+	pl_joins_before_tx(s);
 	do {
 		pl_sig_clear();
 		r = dest ? qps_sendto(s->ep, buf, len, qf, dest, dlen) :
@@ -55,15 +56,16 @@ static long send_sock(struct pl_sock *s, const void *buf, size_t len,
 }
 
 /* The first destination decides, for a socket never bound or connected,
- * whether qpsock can carry it (pl_addr_for_dest). */
+ * whether it stays offloaded (pl_policy_dest). */
 static struct pl_sock *get_for(int fd, const struct sockaddr *dest,
 			       socklen_t dlen)
 {
 	struct pl_sock *s = pl_get(fd);
+	char why[PL_WHY_MAX];
 
-	if (s && s->fresh && dest && !pl_addr_for_dest(dest, dlen)) {
-		pl_sock_fallback(fd, s, "sent to an address qpsock does not "
-			"reach");
+	if (s && s->fresh && dest &&
+	    pl_policy_dest(s, dest, dlen, why, sizeof(why))) {
+		pl_sock_fallback(fd, s, why);
 		pl_put(s);
 		s = NULL;
 	}
@@ -252,6 +254,8 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV;
 	r = !v && n ? -EFAULT : tx_flags(flags, &qf);
+	if (r >= 0)
+		pl_joins_before_tx(s);
 	while (r >= 0 && done < n) {
 		unsigned int k = n - done > PL_MMSG_CHUNK ? PL_MMSG_CHUNK :
 				 n - done;

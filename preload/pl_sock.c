@@ -25,7 +25,7 @@
 
 #include "preload.h"
 
-/* Every socket not yet freed, for the destructor. */
+/* Every socket not yet freed, for the exit teardown. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_sock *live;
 static int live_n;
@@ -160,6 +160,7 @@ static void sock_offload(int fd, int type)
 		goto fail;
 	}
 	s->fd = fd;
+	s->pid = getpid();
 	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
 	s->fresh = true;
 	s->kfd = pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -210,62 +211,61 @@ void pl_sock_offload(int fd, int type)
 	pl_inside--;
 }
 
+/* Memberships asked before the decision were kept for the endpoint;
+ * the kernel socket now gets them, as the program asked. */
+static void joins_to_kernel(int fd, struct pl_sock *s)
+{
+	int i;
+
+	for (i = 0; i < s->npending; i++) {
+		const struct qps_mreq *m = &s->pending[i];
+		int r;
+
+		if (m->source.s_addr != INADDR_ANY) {
+			struct ip_mreq_source r4 = {
+				.imr_multiaddr = m->group,
+				.imr_interface = m->iface,
+				.imr_sourceaddr = m->source,
+			};
+
+			r = pl_real.setsockopt(fd, IPPROTO_IP,
+					       IP_ADD_SOURCE_MEMBERSHIP, &r4,
+					       sizeof(r4));
+		} else {
+			struct ip_mreqn rn = {
+				.imr_multiaddr = m->group,
+				.imr_address = m->iface,
+				.imr_ifindex = !pl_ctx_info.emu &&
+					       m->ifindex == QPS_IFINDEX ?
+					       pl_ctx_info.ifindex : 0,
+			};
+
+			r = pl_real.setsockopt(fd, IPPROTO_IP,
+					       IP_ADD_MEMBERSHIP, &rn,
+					       sizeof(rn));
+		}
+		if (r < 0)
+			pl_log("fd %d: membership asked before it fell back: "
+			       "the kernel refused it (%s)", fd,
+			       strerrordesc_np(errno));
+	}
+	s->npending = 0;
+}
+
 void pl_sock_fallback(int fd, struct pl_sock *s, const char *why)
 {
 	struct pl_sock *t = pl_remove(fd);
+	int e = errno;
 
 	if (pl_conf.debug)
 		pl_log("fd %d: %s: left on the kernel", fd, why);
 	/* Another thread remapped the fd meanwhile: put that one back. */
-	if (t && t != s)
+	if (t && t != s) {
 		pl_install(fd, t);
-	else if (t)
+	} else if (t) {
 		t->fell_back = true;
+		joins_to_kernel(fd, t);
+	}
 	pl_unref(t);
-}
-
-static bool is_loopback(struct in_addr a)
-{
-	return (ntohl(a.s_addr) >> 24) == 127;
-}
-
-/* emu's wire is 198.18.0.0/24 inside the 198.18.0.0/15 benchmarking
- * range: anything else cannot be reached through it. */
-static bool emu_reaches(struct in_addr a)
-{
-	return (ntohl(a.s_addr) & 0xfffe0000u) == 0xc6120000u;
-}
-
-static const struct sockaddr_in *sin_of(const struct sockaddr *a,
-					socklen_t len)
-{
-	if (!a || len < sizeof(struct sockaddr_in) || a->sa_family != AF_INET)
-		return NULL;
-	return (const struct sockaddr_in *)a;
-}
-
-bool pl_addr_for_bind(const struct sockaddr *a, socklen_t len)
-{
-	const struct sockaddr_in *sin = sin_of(a, len);
-	uint32_t h;
-
-	/* Malformed: qpsock gives the kernel's answer. */
-	if (!sin)
-		return true;
-	h = ntohl(sin->sin_addr.s_addr);
-	return h == INADDR_ANY || h == INADDR_BROADCAST || IN_MULTICAST(h) ||
-	       sin->sin_addr.s_addr == pl_ctx_info.addr.s_addr;
-}
-
-bool pl_addr_for_dest(const struct sockaddr *a, socklen_t len)
-{
-	const struct sockaddr_in *sin = sin_of(a, len);
-
-	if (!sin)
-		return true;
-	if (IN_MULTICAST(ntohl(sin->sin_addr.s_addr)))
-		return true;
-	if (is_loopback(sin->sin_addr))
-		return false;
-	return !pl_ctx_info.emu || emu_reaches(sin->sin_addr);
+	errno = e;
 }

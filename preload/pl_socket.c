@@ -46,6 +46,7 @@ PL_EXPORT int socket(int domain, int type, int protocol)
 
 PL_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	char why[PL_WHY_MAX];
 	struct pl_sock *s;
 	long r;
 
@@ -54,9 +55,8 @@ PL_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.bind(fd, addr, len);
-	if (s->fresh && !pl_addr_for_bind(addr, len)) {
-		pl_sock_fallback(fd, s, "bound to an address qpsock does "
-			"not serve");
+	if (s->fresh && pl_policy_bind(s, addr, len, why, sizeof(why))) {
+		pl_sock_fallback(fd, s, why);
 		pl_put(s);
 		return pl_real.bind(fd, addr, len);
 	}
@@ -71,6 +71,7 @@ PL_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 
 PL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	char why[PL_WHY_MAX];
 	struct pl_sock *s;
 	long r;
 
@@ -79,12 +80,13 @@ PL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.connect(fd, addr, len);
-	if (s->fresh && !pl_addr_for_dest(addr, len)) {
-		pl_sock_fallback(fd, s, "connected to an address qpsock "
-			"does not reach");
+	if (s->fresh && pl_policy_dest(s, addr, len, why, sizeof(why))) {
+		pl_sock_fallback(fd, s, why);
 		pl_put(s);
 		return pl_real.connect(fd, addr, len);
 	}
+	if (addr && addr->sa_family == AF_INET)
+		pl_joins_before_tx(s);
 	r = qps_connect(s->ep, addr, len);
 	if (r == 0 && addr && addr->sa_family == AF_INET)
 		s->fresh = false;

@@ -59,6 +59,10 @@ static void sym_resolve(void)
 	RESOLVE(epoll_pwait);
 	RESOLVE(sigaction);
 	RESOLVE(epoll_pwait2);
+	RESOLVE(syscall);
+	RESOLVE(execve);
+	RESOLVE(execvpe);
+	RESOLVE(fexecve);
 	/* An older libc without fcntl64: the plain one is the same call. */
 	if (!pl_real.fcntl64)
 		pl_real.fcntl64 = pl_real.fcntl;

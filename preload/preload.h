@@ -6,6 +6,8 @@
  *   pl_ctx.c    the process's context: init, fork, exit, stats lines
  *   pl_fdtab.c  fd -> offloaded socket, reference counted
  *   pl_sock.c   making, falling back and freeing an offloaded socket
+ *   pl_policy.c which sockets stay offloaded: the decision at bind,
+ *               connect, first send or first join
  *   pl_socket.c socket, bind, connect, close, shutdown, dup, fcntl, ioctl,
  *               getsockname, getpeername
  *   pl_opts.c   setsockopt, getsockopt
@@ -14,6 +16,9 @@
  *   pl_epoll.c  epoll_ctl, epoll_wait, epoll_pwait
  *   pl_wait.c   how those two wait: spin, then sleep armed
  *   pl_signal.c sigaction, signal: SA_RESTART for blocking calls
+ *   pl_exec.c   exec*: offloaded fds left open are offloaded again in
+ *               the new image
+ *   pl_syscall.c syscall(): the same numbers to the calls above
  *
  * The qpsock core returns -errno and never touches errno; the interposed
  * calls are the one place errno is set (pl_ret).
@@ -30,6 +35,7 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -81,6 +87,10 @@ struct pl_real {
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 	int (*epoll_pwait2)(int, struct epoll_event *, int,
 			    const struct timespec *, const sigset_t *);
+	long (*syscall)(long, ...);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
 };
 
 extern struct pl_real pl_real;
@@ -90,8 +100,23 @@ extern struct pl_real pl_real;
 bool pl_sym_ready(void);
 
 /* pl_conf.c */
+enum pl_offload_mode {
+	PL_OFFLOAD_ALL,
+	PL_OFFLOAD_MULTICAST,
+	PL_OFFLOAD_NONE,
+};
+
+#define PL_GROUPS_MAX 32
+
 struct pl_conf {
 	bool offload;		/* QPS_PRELOAD_OFFLOAD is not "none" */
+	int mode;		/* enum pl_offload_mode */
+	int nports;		/* QPS_PRELOAD_PORTS: how many listed */
+	uint8_t ports[65536 / 8];	/* bit per port */
+	int ngroups;		/* QPS_PRELOAD_GROUPS */
+	struct {
+		uint32_t net, mask;	/* host order */
+	} groups[PL_GROUPS_MAX];
 	bool stats;		/* QPS_PRELOAD_STATS=1 */
 	bool debug;		/* QPS_PRELOAD_DEBUG=1 */
 	struct in_addr addr;	/* QPS_ADDR, or INADDR_ANY */
@@ -119,6 +144,15 @@ struct pl_ctx_info {
 };
 extern struct pl_ctx_info pl_ctx_info;
 void pl_stats_keep(const char *line);
+bool pl_ctx_open(void);
+/* Everything offloaded goes, as at exit: every fd unmapped (the kernel
+ * socket behind it from now on), endpoints closed, the context
+ * destroyed, stats lines printed. At exit and before an exec. */
+void pl_ctx_teardown(void);
+
+/* pl_exec.c: sockets a previous image left open across exec
+ * (QPS_PRELOAD_EXEC_FDS), offloaded again; from the constructor. */
+void pl_exec_restore_env(void);
 
 /* pl_fdtab.c */
 #define PL_PENDING_JOINS 8
@@ -126,11 +160,13 @@ void pl_stats_keep(const char *line);
 struct pl_sock {
 	int refs;		/* atomic: table entries + calls inside; first */
 	int fd;			/* the fd it was made on, for messages */
+	pid_t pid;		/* the process whose context holds it */
 	uint64_t id;		/* unique in the process: names it weakly */
 	int kfd;		/* our duplicate of the kernel socket */
 	struct qps_ep *ep;
 	bool fresh;		/* unbound, unconnected: may fall back */
 	bool fell_back;		/* left on the kernel: no stats line */
+	bool mcast;		/* bound, joined or sent to a group */
 	bool pktinfo;		/* IP_PKTINFO */
 	bool ts, tsns;		/* SO_TIMESTAMP, SO_TIMESTAMPNS */
 	bool rcvtimeo, sndtimeo;	/* a timeout is set: no restart */
@@ -164,7 +200,9 @@ int pl_install(int fd, struct pl_sock *s);
 struct pl_sock *pl_remove(int fd);
 /* Makes @newfd (a duplicate of @oldfd just made) name @oldfd's socket. */
 void pl_dup_map(int oldfd, int newfd);
-/* Unmaps every fd, for the destructor. */
+/* The first mapped fd from @fd on, or -1. */
+int pl_fdtab_next(int fd);
+/* Unmaps every fd, for the exit teardown. */
 void pl_fdtab_clear(void);
 /* Reinitialises the lock in a fork child. */
 void pl_fdtab_atfork_child(void);
@@ -174,15 +212,33 @@ void pl_sock_offload(int fd, int type);
 void pl_sock_free(struct pl_sock *s);
 /* Leaves @fd on the kernel: its socket was never bound or connected. */
 void pl_sock_fallback(int fd, struct pl_sock *s, const char *why);
-bool pl_addr_for_bind(const struct sockaddr *a, socklen_t len);
-bool pl_addr_for_dest(const struct sockaddr *a, socklen_t len);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
 void pl_sock_atfork_child(void);
 void pl_live_close_all(void);
 int pl_live_count(void);
 
+/* pl_policy.c: whether a fresh socket stays offloaded at its bind, its
+ * connect or first send with a destination, or a membership asked
+ * first. NULL: it stays; else the reason it goes to the kernel, written
+ * into @why. */
+const char *pl_policy_bind(struct pl_sock *s, const struct sockaddr *a,
+			   socklen_t len, char *why, size_t n);
+const char *pl_policy_dest(struct pl_sock *s, const struct sockaddr *a,
+			   socklen_t len, char *why, size_t n);
+const char *pl_policy_join(struct pl_sock *s, struct in_addr group,
+			   char *why, size_t n);
+#define PL_WHY_MAX 128
+
 /* pl_opts.c: the memberships asked before bind, now that it is bound. */
 void pl_joins_apply(struct pl_sock *s);
+/* Before a send or connect: an unbound socket with memberships is bound
+ * to port 0 and joins, as the kernel's automatic bind does. */
+void pl_joins_autobind(struct pl_sock *s);
+static inline void pl_joins_before_tx(struct pl_sock *s)
+{
+	if (__builtin_expect(s->npending != 0, 0))
+		pl_joins_autobind(s);
+}
 
 /* pl_signal.c. Around a blocking core call: clear, then after -EINTR,
  * whether the handler that ran asked for SA_RESTART. */

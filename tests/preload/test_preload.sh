@@ -6,10 +6,26 @@
 #   calls     test_preload_calls under the preload, the same assertions
 #             test_preload_calls_kernel makes on the kernel;
 #   fortify   the same, built with _FORTIFY_SOURCE=2 (__recv_chk...);
+#   exec      test_preload_exec: an offloaded fd left open across a
+#             failed exec and an exec is offloaded again;
+#   libinit   test_preload_libinit (beside test_preload_calls): socket
+#             calls from another library's constructor and destructor;
 #   sockperf  sockperf server and client both under qpsock-run, ping-pong
 #             with each of sockperf's waits (recvfrom, epoll, poll,
 #             select): 0 dropped, and the --stats lines show the
 #             datagrams went through qpsock;
+#   sockperf_load
+#             sockperf throughput (tp) and under-load (ul), unicast and
+#             with a feed file of three multicast groups, server and
+#             client under qpsock-run: every datagram the client's
+#             context sent is in the server's context as received or as
+#             a counted drop (the --stats context lines), ul replies with
+#             0 dropped, each group received;
+#   offload   test_preload_offload.py with QPS_PRELOAD_OFFLOAD=multicast
+#             and QPS_PRELOAD_GROUPS, then QPS_PRELOAD_PORTS: offloaded
+#             sockets get qpsock's datagrams, kernel ones only kernel
+#             datagrams on 127.0.0.1; the --stats and --debug lines name
+#             the same sockets;
 #   python    test_preload.py (stdlib only) under the preload, and a
 #             program exec'd by a shell under qpsock-run;
 #   packet    sockperf under qpsock-run --provider packet in one network
@@ -64,6 +80,37 @@ fortify)
 	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$prog" ||
 		fail "fortified test_preload_calls under the preload"
 	;;
+libinit)
+	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --stats --debug --addr 198.18.0.1 \
+		"$(dirname "$calls")/test_preload_libinit" >"$tmp/out" 2>&1 ||
+		{ cat "$tmp/out"; fail "test_preload_libinit under the preload"; }
+	cat "$tmp/out"
+	# The dlopen'ed library's receiver went through qpsock, in its
+	# constructor, main and its destructor; the linked library's sockets,
+	# made before the preload's constructor, are the kernel's without a
+	# word (none fell back: none was offloaded).
+	grep -q "udp 198.18.0.1:[0-9]* peer -: rx 3 datagrams" "$tmp/out" ||
+		fail "the dlopen'ed library's socket was not offloaded"
+	! grep -q "left on the kernel" "$tmp/out" ||
+		fail "a socket made before the preload's constructor was offloaded"
+	;;
+exec)
+	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --stats --debug --addr 198.18.0.1 \
+		"$(dirname "$calls")/test_preload_exec" >"$tmp/out" 2>&1 ||
+		{ cat "$tmp/out"; fail "test_preload_exec under the preload"; }
+	cat "$tmp/out"
+	for want in "offloaded again after a failed exec" \
+		"offloaded again after exec" \
+		"udp 198.18.0.1:[0-9]* peer -: rx 1 datagrams .*via qpsock" \
+		"context 198.18.0.1 "; do
+		grep -q "$want" "$tmp/out" || fail "exec: no '$want'"
+	done
+	# Each exec freed the wire port: the context after it has the same
+	# address (three context lines, at the failed exec, the exec and
+	# the exit, all 198.18.0.1).
+	n=$(grep -c "context 198.18.0.1 " "$tmp/out")
+	[[ $n -eq 3 ]] || fail "exec: $n context lines on 198.18.0.1, want 3"
+	;;
 sockperf)
 	command -v sockperf >/dev/null || {
 		echo "test_preload sockperf: skipped: sockperf not installed"
@@ -104,6 +151,133 @@ sockperf)
 		[[ -n "$stx" && "$stx" -ge "$got" ]] ||
 			fail "sockperf ($io): server stats tx '$stx' < $got"
 	done
+	;;
+sockperf_load)
+	command -v sockperf >/dev/null || {
+		echo "test_preload sockperf_load: skipped: sockperf not installed"
+		exit 77
+	}
+	# Groups only: sockperf's --mc-tx-if/--mc-rx-if name emu addresses,
+	# which the kernel refuses, so a socket the preload missed fails
+	# instead of sending to a real interface.
+	printf 'U:239.1.0.1:11121\nU:239.1.0.2:11122\nU:239.1.0.3:11123\n' \
+		>"$tmp/mc"
+	stat=$(dirname "$2")/qps_stat
+	# ctx FILE N: the Nth number (1 rx, 2 tx, 3 drops) of the context line.
+	ctx() {
+		sed -n 's/.*context .*: rx \([0-9]*\) datagrams tx \([0-9]*\) datagrams drops \([0-9]*\) .*via qpsock/\'"$2"'/p' \
+			"$1" | head -1
+	}
+	for t in tp ul mc-tp mc-ul; do
+		mode=${t#mc-}
+		if [[ $t == mc-* ]]; then
+			sargs=(-f "$tmp/mc" --mc-rx-if 198.18.0.1)
+			cargs=(-f "$tmp/mc" --mc-tx-if 198.18.0.2)
+		else
+			sargs=(-i 198.18.0.1 -p 11111)
+			cargs=(-i 198.18.0.1 -p 11111)
+		fi
+		"${run[@]}" --stats --addr 198.18.0.1 sockperf sr "${sargs[@]}" \
+			>"$tmp/sr.$t" 2>&1 &
+		srv=$!
+		# Ready once it blocks on its sockets (its warm-up sent).
+		for _ in $(seq 50); do
+			grep -q 'to block on socket' "$tmp/sr.$t" && break
+			sleep 0.1
+		done
+		timeout 30 "${run[@]}" --stats --addr 198.18.0.2 sockperf "$mode" \
+			"${cargs[@]}" -t 1 -m 64 >"$tmp/cl.$t" 2>&1 ||
+			{ cat "$tmp/cl.$t"; fail "sockperf $t failed"; }
+		# What is still on the wire reaches the server first: until its
+		# context (read live by qps_stat) has counted as many datagrams,
+		# received or dropped by the device, as the client sent, or 5 s.
+		want=$(ctx "$tmp/cl.$t" 2)
+		for _ in $(seq 50); do
+			got=$("$stat" -p "$srv" --json 2>/dev/null |
+				sed -n 's/.*"rx_packets":\([0-9]*\).*"dev_rx_drops":\([0-9]*\).*/\1 \2/p' |
+				head -1)
+			[[ -n "$got" && -n "$want" ]] &&
+				(( ${got% *} + ${got#* } >= want )) && break
+			sleep 0.1
+		done
+		kill -INT "$srv"
+		wait "$srv"
+		srv=
+		grep -hE 'dropped messages|Total|qpsock-preload' \
+			"$tmp/cl.$t" "$tmp/sr.$t"
+		ctx_tx=$(ctx "$tmp/cl.$t" 2) srv_rx=$(ctx "$tmp/sr.$t" 1)
+		srv_drops=$(ctx "$tmp/sr.$t" 3)
+		[[ -n "$ctx_tx" && -n "$srv_rx" && -n "$srv_drops" ]] ||
+			fail "sockperf $t: a context stats line is missing"
+		[[ $srv_rx -gt 0 ]] || fail "sockperf $t: nothing received"
+		# Unicast: the client is the server's only sender, so exactly.
+		# Groups: the server's own sends to them come back as counted
+		# device drops too.
+		if [[ $t == mc-* ]]; then
+			[[ $((srv_rx + srv_drops)) -ge $ctx_tx ]]
+		else
+			[[ $((srv_rx + srv_drops)) -eq $ctx_tx ]]
+		fi || fail "sockperf $t: client sent $ctx_tx, server received" \
+			"$srv_rx and counted $srv_drops dropped"
+		# sockperf's own count went through qpsock.
+		n=$(sed -n 's/.*Total \([0-9]*\) messages received.*/\1/p' \
+			"$tmp/sr.$t")
+		[[ -n "$n" && $n -gt 0 && $n -le $srv_rx ]] ||
+			fail "sockperf $t: server handled '$n', qpsock rx $srv_rx"
+		if [[ $mode == ul ]]; then
+			grep -q '# dropped messages = 0;' "$tmp/cl.$t" ||
+				fail "sockperf $t: messages dropped"
+			got=$(sed -n 's/.*ReceivedMessages=\([0-9]*\).*/\1/p' \
+				"$tmp/cl.$t" | head -1)
+			crx=$(ctx "$tmp/cl.$t" 1)
+			[[ -n "$got" && $got -gt 0 && $crx -ge $got ]] ||
+				fail "sockperf $t: $got replies, client rx '$crx'"
+		fi
+		if [[ $t == mc-* ]]; then
+			for p in 11121 11122 11123; do
+				grep -qE "udp 0.0.0.0:$p peer -: rx [1-9]" \
+					"$tmp/sr.$t" ||
+					fail "sockperf $t: group port $p got nothing"
+			done
+		fi
+	done
+	;;
+offload)
+	command -v python3 >/dev/null || {
+		echo "test_preload offload: skipped: no python3"
+		exit 77
+	}
+	QPS_PRELOAD_OFFLOAD=multicast QPS_PRELOAD_GROUPS=239.1.0.0/16,x \
+		"${run[@]}" --stats --debug --addr 198.18.0.1 python3 \
+		"$src/test_preload_offload.py" multicast 198.18.0.1 \
+		>"$tmp/mc" 2>&1 || { cat "$tmp/mc"; fail "multicast mode"; }
+	QPS_PRELOAD_PORTS=5810,5820-5821 \
+		"${run[@]}" --stats --debug --addr 198.18.0.1 python3 \
+		"$src/test_preload_offload.py" ports 198.18.0.1 \
+		>"$tmp/ports" 2>&1 || { cat "$tmp/ports"; fail "ports"; }
+	cat "$tmp/mc" "$tmp/ports"
+	for want in "udp 0.0.0.0:5801 .*via qpsock" \
+		"udp 239.1.2.3:5802 .*via qpsock" \
+		"udp 0.0.0.0:[0-9]* peer -: rx 0 datagrams (0 bytes) tx 2 .*via qpsock" \
+		"QPS_PRELOAD_GROUPS: 'x' is not a group" \
+		"not a multicast socket" \
+		"group 239.2.0.1 is not in QPS_PRELOAD_GROUPS" \
+		"group 239.2.0.2 is not in QPS_PRELOAD_GROUPS"; do
+		grep -q "$want" "$tmp/mc" || fail "multicast mode: no '$want'"
+	done
+	n=$(grep -c "not a multicast socket" "$tmp/mc")
+	# The unicast bind and the connect.
+	[[ $n -eq 2 ]] || fail "multicast mode: $n sockets not multicast, want 2"
+	for want in "udp 0.0.0.0:5810 .*via qpsock" \
+		"udp 0.0.0.0:5821 .*via qpsock" \
+		"local port 5811 is not in QPS_PRELOAD_PORTS" \
+		"destination port 5899 is not in QPS_PRELOAD_PORTS"; do
+		grep -q "$want" "$tmp/ports" || fail "ports: no '$want'"
+	done
+	! grep -qE "udp [0-9.]*:(5804|5805|5806|5807) " "$tmp/mc" ||
+		fail "multicast mode: a kernel socket has a stats line"
+	! grep -qE "udp [0-9.]*:(5811|5899) " "$tmp/ports" ||
+		fail "ports: a kernel socket has a stats line"
 	;;
 python)
 	command -v python3 >/dev/null || {
