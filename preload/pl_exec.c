@@ -309,8 +309,11 @@ static bool exec_prepare(struct pl_exec *x, char *const envp[])
 	char *var = NULL;
 
 	memset(x, 0, sizeof(*x));
+	/* From a signal handler that interrupted one of our calls
+	 * (pl_inside): the teardown would wait for that call forever. */
 	if (__atomic_load_n(&pl_state, __ATOMIC_ACQUIRE) != PL_RUNNING ||
-	    pl_vforked() || (!pl_ctx_open() && pl_live_count() == 0))
+	    pl_vforked() || pl_inside > 0 ||
+	    (!pl_ctx_open() && pl_live_count() == 0))
 		return false;
 	x->list = record();
 	pl_ctx_teardown();
