@@ -45,7 +45,7 @@ static void ports_load(const char *v)
 	char *end;
 
 	while (v && *v) {
-		unsigned long lo = strtoul(v, &end, 10), hi = lo, p;
+		unsigned long lo = strtoul(v, &end, 10), hi = lo;
 
 		if (end != v && *end == '-')
 			hi = strtoul(end + 1, &end, 10);
@@ -54,6 +54,8 @@ static void ports_load(const char *v)
 			pl_log("QPS_PRELOAD_PORTS: '%.*s' is not a port or "
 			       "range: skipped", (int)strcspn(v, ","), v);
 		} else {
+			unsigned long p;
+
 			for (p = lo; p <= hi; p++)
 				pl_conf.ports[p >> 3] |= (uint8_t)(1u << (p & 7));
 			pl_conf.nports += (int)(hi - lo + 1);

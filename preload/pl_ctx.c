@@ -163,6 +163,9 @@ static void atfork_child(void)
 	lines_tail = &lines_head;
 }
 
+/* glibc's, declared by no header. No DSO handle: atexit() would tie the
+ * handler to this library's own destructor pass; this one runs after
+ * every library's. NOLINTNEXTLINE(bugprone-reserved-identifier) */
 int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 static void pl_fini(void *unused);
 

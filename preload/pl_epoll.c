@@ -361,7 +361,6 @@ static int wait_filtered(int epfd, struct epoll_event *ev, int max,
 	spin_end = timeout ? pl_spin_end(set_busy_us(set), deadline) : 0;
 	for (;;) {
 		bool spinning = spin_end && pl_now_ns() < spin_end;
-		bool armed = false;
 		int r;
 
 		if (spinning) {
@@ -372,8 +371,8 @@ static int wait_filtered(int epfd, struct epoll_event *ev, int max,
 			}
 			r = pl_real.epoll_pwait(epfd, ev, max, 0, mask);
 		} else {
-			if (left)
-				armed = pl_sleep_arm();
+			bool armed = left && pl_sleep_arm();
+
 			r = pl_real.epoll_pwait(epfd, ev, max, left, mask);
 			/* The core leaves errno alone. */
 			pl_sleep_disarm(armed);

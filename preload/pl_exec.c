@@ -24,6 +24,7 @@
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,32 +72,54 @@ static void addr_port(char *out, size_t n, const struct sockaddr_in *a)
 	(void)snprintf(out, n, "%s:%u", ip, port);
 }
 
+/* Appends to the entry @e (PL_EXEC_ENTRY_MAX bytes, @len used) what fits
+ * whole; returns the length now. */
+static size_t entry_add(char *e, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static size_t entry_add(char *e, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(e + len, PL_EXEC_ENTRY_MAX - len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= PL_EXEC_ENTRY_MAX - len) {
+		e[len] = '\0';
+		return len;
+	}
+	return len + (size_t)n;
+}
+
+static size_t group_add(char *e, size_t len, const struct qps_mreq *m)
+{
+	char gs[INET_ADDRSTRLEN], ss[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &m->group, gs, sizeof(gs));
+	inet_ntop(AF_INET, &m->source, ss, sizeof(ss));
+	return entry_add(e, len, ",%s/%s", gs, ss);
+}
+
 /* "fd,cloexec,laddr:lport,paddr:pport,rcvbuf[,group/source]..." */
 static void record_one(struct pl_buf *b, int fd, struct pl_sock *s)
 {
 	struct qps_ep_counters c;
-	char e[PL_EXEC_ENTRY_MAX], l[32], p[32], g[40];
-	char gs[INET_ADDRSTRLEN], ss[INET_ADDRSTRLEN];
-	unsigned int i, n;
+	char e[PL_EXEC_ENTRY_MAX], l[32], p[32];
+	unsigned int i;
 	int fl = pl_real.fcntl(fd, F_GETFD);
+	size_t len;
 
 	if (s->pid != getpid() || qps_ep_stats(s->ep, &c, sizeof(c)) < 0)
 		return;
 	addr_port(l, sizeof(l), &c.local);
 	addr_port(p, sizeof(p), &c.peer);
-	(void)snprintf(e, sizeof(e), "%s%d,%d,%s,%s,%d", b->len ? ";" : "",
-		       fd, fl >= 0 && (fl & FD_CLOEXEC), l, p, s->rcvbuf);
-	n = c.ngroups < QPS_EP_STATS_GROUPS ? c.ngroups : QPS_EP_STATS_GROUPS;
-	for (i = 0; i < n + (unsigned int)s->npending; i++) {
-		const struct qps_mreq *m = i < n ? &c.groups[i] :
-					   &s->pending[i - n];
-
-		inet_ntop(AF_INET, &m->group, gs, sizeof(gs));
-		inet_ntop(AF_INET, &m->source, ss, sizeof(ss));
-		(void)snprintf(g, sizeof(g), ",%s/%s", gs, ss);
-		if (strlen(e) + strlen(g) < sizeof(e))
-			strcat(e, g);
-	}
+	len = entry_add(e, 0, "%s%d,%d,%s,%s,%d", b->len ? ";" : "", fd,
+			fl >= 0 && (fl & FD_CLOEXEC), l, p, s->rcvbuf);
+	for (i = 0; i < c.ngroups && i < QPS_EP_STATS_GROUPS; i++)
+		len = group_add(e, len, &c.groups[i]);
+	for (i = 0; i < (unsigned int)s->npending; i++)
+		len = group_add(e, len, &s->pending[i]);
 	buf_add(b, e);
 }
 
@@ -143,6 +166,17 @@ static bool is_udp4(int fd)
 	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
 		return false;
 	return dom == AF_INET && type == SOCK_DGRAM;
+}
+
+static bool parse_int(const char *s, int *v)
+{
+	char *end;
+	long n = strtol(s, &end, 10);
+
+	if (end == s || *end || n < INT_MIN || n > INT_MAX)
+		return false;
+	*v = (int)n;
+	return true;
 }
 
 static bool parse_addr(const char *s, struct sockaddr_in *a)
@@ -222,9 +256,9 @@ static void restore_one(char *e, bool after_exec)
 		f[i++] = tok;
 	if (i < 5 || !parse_addr(f[2], &l) || !parse_addr(f[3], &p))
 		return;
-	fd = atoi(f[0]);
-	cloexec = atoi(f[1]);
-	rcvbuf = atoi(f[4]);
+	if (!parse_int(f[0], &fd) || !parse_int(f[1], &cloexec) ||
+	    !parse_int(f[4], &rcvbuf))
+		return;
 	/* Closed by the exec (the number may be another file's now). */
 	if ((after_exec && cloexec) || !is_udp4(fd))
 		return;
@@ -258,14 +292,14 @@ static void restore_one(char *e, bool after_exec)
 					 sizeof(struct ip_mreq));
 		if (ret < 0)
 			pl_log("fd %d: membership of %s not taken again after "
-			       "exec (%s)", fd, tok, strerror(errno));
+			       "exec (%s)", fd, tok, strerrordesc_np(errno));
 	}
 	if (l.sin_port && bind(fd, (struct sockaddr *)&l, sizeof(l)) < 0)
 		pl_log("fd %d: not bound again after exec to %s (%s)", fd,
-		       f[2], strerror(errno));
+		       f[2], strerrordesc_np(errno));
 	if (p.sin_port && connect(fd, (struct sockaddr *)&p, sizeof(p)) < 0)
 		pl_log("fd %d: not connected again after exec to %s (%s)", fd,
-		       f[3], strerror(errno));
+		       f[3], strerrordesc_np(errno));
 	if (pl_conf.debug)
 		pl_log("fd %d: offloaded again after %s (bound %s, peer %s)",
 		       fd, after_exec ? "exec" : "a failed exec", f[2], f[3]);
@@ -289,7 +323,8 @@ void pl_exec_restore_env(void)
 	if (!v)
 		return;
 	list = strdup(v);
-	/* Not for this image's own children. */
+	/* Not for this image's own children. From the constructor, before
+	 * the program has threads. NOLINTNEXTLINE(concurrency-mt-unsafe) */
 	unsetenv(PL_EXEC_ENV);
 	if (list && pl_conf.offload)
 		restore(list, true);
@@ -318,9 +353,12 @@ static bool exec_prepare(struct pl_exec *x, char *const envp[])
 	x->list = record();
 	pl_ctx_teardown();
 	if (x->list) {
-		var = malloc(strlen(PL_EXEC_ENV) + strlen(x->list) + 2);
+		size_t size = strlen(PL_EXEC_ENV) + strlen(x->list) + 2;
+
+		var = malloc(size);
 		if (var)
-			sprintf(var, "%s=%s", PL_EXEC_ENV, x->list);
+			(void)snprintf(var, size, "%s=%s", PL_EXEC_ENV,
+				       x->list);
 	}
 	while (envp && envp[n])
 		n++;
@@ -406,7 +444,6 @@ PL_EXPORT int execvp(const char *file, char *const argv[])
 /* execl, execlp, execle: the arguments up to the NULL, as an array. */
 static char **list_args(const char *arg0, va_list ap, char ***envp_out)
 {
-	va_list cp;
 	size_t n = 1, i;
 	char **v;
 
@@ -414,6 +451,8 @@ static char **list_args(const char *arg0, va_list ap, char ***envp_out)
 	if (!arg0) {
 		n = 0;
 	} else {
+		va_list cp;
+
 		va_copy(cp, ap);
 		while (va_arg(cp, char *))
 			n++;

@@ -58,9 +58,9 @@ static bool group_listed(struct in_addr g)
 static const char *group_check(struct pl_sock *s, struct in_addr g,
 			       char *why, size_t n)
 {
-	char ip[INET_ADDRSTRLEN];
-
 	if (pl_conf.ngroups && !group_listed(g)) {
+		char ip[INET_ADDRSTRLEN];
+
 		(void)snprintf(why, n, "group %s is not in QPS_PRELOAD_GROUPS",
 			       inet_ntop(AF_INET, &g, ip, sizeof(ip)));
 		return why;
