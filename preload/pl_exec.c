@@ -469,62 +469,52 @@ static char **list_args(const char *arg0, va_list ap, char ***envp_out)
 	return v;
 }
 
-PL_EXPORT int execl(const char *path, const char *arg, ...)
+/* The array list_args() made (NULL: no memory), exec'd by @fn. */
+static int exec_list(int (*fn)(const char *, char *const[], char *const[]),
+		     const char *path, char **v, char *const envp[])
 {
-	va_list ap;
-	char **v;
 	int e;
 
-	va_start(ap, arg);
-	v = list_args(arg, ap, NULL);
-	va_end(ap);
 	if (!v) {
 		errno = ENOMEM;
 		return -1;
 	}
-	execve(path, v, environ);
+	fn(path, v, envp);
 	e = errno;
 	free(v);
 	errno = e;
 	return -1;
+}
+
+PL_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **v;
+
+	va_start(ap, arg);
+	v = list_args(arg, ap, NULL);
+	va_end(ap);
+	return exec_list(execve, path, v, environ);
 }
 
 PL_EXPORT int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
 	char **v;
-	int e;
 
 	va_start(ap, arg);
 	v = list_args(arg, ap, NULL);
 	va_end(ap);
-	if (!v) {
-		errno = ENOMEM;
-		return -1;
-	}
-	execvpe(file, v, environ);
-	e = errno;
-	free(v);
-	errno = e;
-	return -1;
+	return exec_list(execvpe, file, v, environ);
 }
 
 PL_EXPORT int execle(const char *path, const char *arg, ...)
 {
 	char **v, **envp = NULL;
 	va_list ap;
-	int e;
 
 	va_start(ap, arg);
 	v = list_args(arg, ap, &envp);
 	va_end(ap);
-	if (!v) {
-		errno = ENOMEM;
-		return -1;
-	}
-	execve(path, v, envp);
-	e = errno;
-	free(v);
-	errno = e;
-	return -1;
+	return exec_list(execve, path, v, envp);
 }

@@ -17,6 +17,29 @@
 
 #include "provider.h"
 
+/* The Internet checksum (RFC 1071) as a NIC computes it: @len bytes at
+ * @p as big-endian 16-bit words (an odd last byte padded), added to @sum,
+ * not folded. Plain on purpose: the devices' reference, not a fast path. */
+static inline uint32_t qps_sw_csum_add(uint32_t sum, const uint8_t *p,
+				       size_t len)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)p[i] << 8 | p[i + 1];
+	if (len & 1)
+		sum += (uint32_t)p[len - 1] << 8;
+	return sum;
+}
+
+/* @sum folded to 16 bits, not complemented. */
+static inline uint16_t qps_sw_csum_fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
 /* Lower tier wins before priority, as under mlx4 flow steering. */
 enum qps_flow_tier {
 	QPS_FLOW_TIER_NORMAL = 0,

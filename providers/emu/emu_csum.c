@@ -41,25 +41,6 @@ static void put16(uint8_t *p, uint16_t v)
 	p[1] = (uint8_t)v;
 }
 
-/* One's complement sum of big-endian 16-bit words, not folded. */
-static uint32_t sum16(uint32_t sum, const uint8_t *p, uint32_t len)
-{
-	uint32_t i;
-
-	for (i = 0; i + 1 < len; i += 2)
-		sum += get16(p + i);
-	if (len & 1)
-		sum += (uint32_t)p[len - 1] << 8;
-	return sum;
-}
-
-static uint16_t fold(uint32_t sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)sum;
-}
-
 /* The IPv4 header of @f, or NULL; *@ihl its length. */
 static uint8_t *ipv4_hdr(uint8_t *f, uint32_t len, uint32_t *ihl)
 {
@@ -88,7 +69,7 @@ static uint32_t udp_len(const uint8_t *ip, uint32_t ihl, uint32_t len)
 
 static uint32_t pseudo_sum(const uint8_t *ip, uint32_t ulen)
 {
-	return sum16(0, ip + 12, 8) + 17 + ulen;
+	return qps_sw_csum_add(0, ip + 12, 8) + 17 + ulen;
 }
 
 void qps_emu_csum_tx(uint8_t *f, uint32_t len, uint32_t srcrb)
@@ -100,7 +81,8 @@ void qps_emu_csum_tx(uint8_t *f, uint32_t len, uint32_t srcrb)
 		return;
 	if (srcrb & MLX4_WQE_CTRL_IP_HDR_CSUM) {
 		put16(ip + 10, 0);
-		put16(ip + 10, (uint16_t)~fold(sum16(0, ip, ihl)));
+		put16(ip + 10, (uint16_t)~qps_sw_csum_fold(
+				       qps_sw_csum_add(0, ip, ihl)));
 	}
 	ulen = udp_len(ip, ihl, len);
 	if ((srcrb & MLX4_WQE_CTRL_TCP_UDP_CSUM) && ulen) {
@@ -108,7 +90,8 @@ void qps_emu_csum_tx(uint8_t *f, uint32_t len, uint32_t srcrb)
 		uint16_t s;
 
 		put16(udp + 6, 0);
-		s = fold(sum16(pseudo_sum(ip, ulen), udp, ulen));
+		s = qps_sw_csum_fold(qps_sw_csum_add(pseudo_sum(ip, ulen),
+						     udp, ulen));
 		/* Its complement 0 goes as 0xffff: 0 on the wire means "no
 		 * checksum" (RFC 768). */
 		put16(udp + 6, s == 0xffff ? 0xffff : (uint16_t)~s);
@@ -131,14 +114,15 @@ uint32_t qps_emu_csum_rx(const uint8_t *frame, uint32_t len,
 		st |= QPS_EMU_CQE_STATUS_IPV4OPT;
 	if (get16(ip + 6) & (EMU_IP_MF | EMU_IP_OFFMASK))
 		st |= QPS_EMU_CQE_STATUS_IPV4F;
-	if (fold(sum16(0, ip, ihl)) == 0xffff)
+	if (qps_sw_csum_fold(qps_sw_csum_add(0, ip, ihl)) == 0xffff)
 		st |= MLX4_CQE_STATUS_IP_HDR_CSUM_OK;
 	ulen = udp_len(ip, ihl, len);
 	if (ulen) {
 		const uint8_t *udp = ip + ihl;
 
 		st |= QPS_EMU_CQE_STATUS_UDP;
-		*checksum = fold(sum16(pseudo_sum(ip, ulen), udp, ulen));
+		*checksum = qps_sw_csum_fold(
+			qps_sw_csum_add(pseudo_sum(ip, ulen), udp, ulen));
 		if (get16(udp + 6) != 0 && *checksum == 0xffff)
 			st |= MLX4_CQE_STATUS_TCP_UDP_CSUM_OK;
 	}

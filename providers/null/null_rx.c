@@ -19,23 +19,10 @@
 #define NULL_PEER_PORT 4242u
 static const uint8_t null_peer_mac[6] = { 0x02, 0x4e, 0x55, 0x4c, 0x00, 0x02 };
 
-static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < len; i += 2)
-		sum += (uint32_t)p[i] << 8 | p[i + 1];
-	if (len & 1)
-		sum += (uint32_t)p[len - 1] << 8;
-	return sum;
-}
-
 /* Host-order ones' complement of the folded sum. */
 static uint16_t csum_fold(uint32_t sum)
 {
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)~sum;
+	return (uint16_t)~qps_sw_csum_fold(sum);
 }
 
 static void put16(uint8_t *p, uint16_t v)
@@ -74,15 +61,15 @@ void qps_null_rx_template(struct qps_null_dev *dev)
 	ip[9] = 17;
 	memcpy(ip + 12, &src, 4);
 	memcpy(ip + 16, &dst, 4);
-	put16(ip + 10, csum_fold(csum_add(0, ip, 20)));
+	put16(ip + 10, csum_fold(qps_sw_csum_add(0, ip, 20)));
 	put16(udp, NULL_PEER_PORT);
 	put16(udp + 2, c->port);
 	put16(udp + 4, udp_len);
 	for (i = 4; i < c->len; i++)
 		udp[8 + i] = (uint8_t)i;
 	/* Pseudo header: addresses, protocol, UDP length. */
-	sum = csum_add(0, ip + 12, 8) + 17 + udp_len;
-	csum = csum_fold(csum_add(sum, udp, udp_len));
+	sum = qps_sw_csum_add(0, ip + 12, 8) + 17 + udp_len;
+	csum = csum_fold(qps_sw_csum_add(sum, udp, udp_len));
 	dev->udp_csum0 = csum ? csum : 0xffff;
 	put16(udp + 6, dev->udp_csum0);
 	dev->frame_len = QPS_NULL_HDRS + c->len;

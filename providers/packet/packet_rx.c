@@ -77,17 +77,6 @@ static uint16_t be16_at(const uint8_t *p)
 	return (uint16_t)(p[0] << 8 | p[1]);
 }
 
-static uint32_t sum16(const uint8_t *p, size_t len, uint32_t sum)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < len; i += 2)
-		sum += be16_at(p + i);
-	if (len & 1)
-		sum += (uint32_t)p[len - 1] << 8;
-	return sum;
-}
-
 /* Finish the UDP checksum of a locally built frame; false when the frame
  * is not a whole, readable IPv4/UDP datagram (the parser judges it). */
 static bool udp_csum_complete(uint8_t *f, uint32_t len)
@@ -109,10 +98,8 @@ static bool udp_csum_complete(uint8_t *f, uint32_t len)
 	if (ulen < 8 || ulen > tot - ihl)
 		return false;
 	udp[6] = udp[7] = 0;
-	sum = sum16(f + e + 12, 8, 17 + ulen);	/* pseudo-header */
-	sum = sum16(udp, ulen, sum);
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
+	sum = qps_sw_csum_add(17 + ulen, f + e + 12, 8);	/* pseudo-header */
+	sum = qps_sw_csum_fold(qps_sw_csum_add(sum, udp, ulen));
 	/* A sum of 0xffff complements to 0, which would mean "no
 	 * checksum": sent as 0xffff, its other form (RFC 768). */
 	c = sum == 0xffff ? 0xffff : (uint16_t)~sum;
