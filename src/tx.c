@@ -898,7 +898,8 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 
 		qps_tx_prio_post_locked(sq, &item, 1, false);
 	}
-	/* The owner's post takes sq->lock: hand the slot over without it. */
+	/* Otherwise the owner's post takes sq->lock: hand the slot over
+	 * without it. */
 	pthread_mutex_unlock(&sq->lock);
 	r->sq = NULL;
 	if (bypass) {
