@@ -831,16 +831,11 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 	struct pollfd pfd = { .events = POLLIN };
 	int pr, ret;
 
-	pthread_mutex_lock(&ctx->rx.lock);
-	ret = qps_ep_check(ep);
-	if (ret < 0) {
-		/* Closed since we armed: the close took our reason with it. */
-		pthread_mutex_unlock(&ctx->rx.lock);
-		return -EBADF;
-	}
+	/* Closed since we armed: the close took our reason with it. */
+	ret = qps_ep_waiter_enter(ep);
+	if (ret < 0)
+		return ret;
 	/* Counted: a close waits for us before it closes the descriptor. */
-	ep->waiters++;
-	pthread_mutex_unlock(&ctx->rx.lock);
 	pfd.fd = ep->epfd;
 
 	pr = poll(&pfd, 1, timeout);
