@@ -32,14 +32,6 @@
  * (docs/performance.md measures both). */
 #define QPS_DB_SCHED_DEFAULT SCHED_BATCH
 
-uint64_t qps_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * Ring @sq's doorbell for every WQE written since the last one. Returns
  * how many it released (0 when none waited) or -errno (generic path: the

@@ -220,7 +220,10 @@ int qps_tx_poll_rx(struct qps_ctx *ctx);
 int qps_db_init(struct qps_ctx *ctx);
 void qps_db_stop(struct qps_ctx *ctx);
 void qps_db_fini(struct qps_ctx *ctx);
+
+/* clock.c: CLOCK_MONOTONIC and CLOCK_REALTIME, ns. */
 uint64_t qps_now_ns(void);
+uint64_t qps_realtime_ns(void);
 
 /* route.c: @cache is QPS_ROUTE_SLOTS entries owned by the caller (a send
  * queue's, under its lock), or NULL to ask the provider every time. */

@@ -301,14 +301,6 @@ void qps_ep_fd_out_locked(struct qps_ep *ep)
 		qps_ep_signal(ep);
 }
 
-static uint64_t qps_rx_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /*
  * The time kept for the datagram at @pos: the device's stamp if @ep asked
  * for it and the completion had one, else the host's (the kernel's stamp
@@ -334,7 +326,7 @@ static void qps_rxq_stamp_locked(struct qps_ep *ep, uint32_t pos,
 		meta |= QPS_RXD_TS_SW;
 	} else {
 		if (!*ts)
-			*ts = qps_rx_now_ns();
+			*ts = qps_realtime_ns();
 		v = *ts;
 		if (ep->ts_flags & QPS_TS_RX_SOFTWARE)
 			meta |= QPS_RXD_TS_SW;
@@ -791,18 +783,10 @@ static int64_t qps_ms_left(const struct timespec *deadline)
 	       (deadline->tv_nsec - now.tv_nsec) / 1000000;
 }
 
-static uint64_t qps_rx_mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Still within the busy-poll budget (0: none)? */
 static bool qps_rx_spinning(uint64_t spin_end)
 {
-	return spin_end && qps_rx_mono_ns() < spin_end;
+	return spin_end && qps_now_ns() < spin_end;
 }
 
 /*
@@ -906,7 +890,7 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 					*inside = true;
 				}
 				if (!dontwait && busy_us && !spin_end)
-					spin_end = qps_rx_mono_ns() +
+					spin_end = qps_now_ns() +
 						   (uint64_t)busy_us * 1000u;
 				spin = !dontwait && qps_rx_spinning(spin_end);
 				if (!dontwait && !spin && tmo) {

@@ -11,17 +11,8 @@
  * against their midpoint, which halves the error the reads' gap adds.
  * Kernel stamps (packet) are CLOCK_REALTIME or the NIC's ns already.
  */
-#include <time.h>
 
 #include "qps_int.h"
-
-static uint64_t qps_realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The device clock now, and CLOCK_REALTIME at that moment. */
 static int qps_ts_ref(struct qps_ctx *ctx, uint64_t *cycles, uint64_t *real)

@@ -15,7 +15,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sq.h"
 #include "txts.h"
@@ -50,14 +49,6 @@ void qps_txts_fini_locked(struct qps_ep *ep)
 	ep->txts_cap = ep->txts_head = ep->txts_count = 0;
 }
 
-static uint64_t qps_txts_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void qps_txts_meta(struct qps_ep *ep, struct qps_tx_meta *m)
 {
 	/* Acquire: pairs with the release in qps_ep_set_ts; the report
@@ -77,7 +68,7 @@ void qps_txts_meta(struct qps_ep *ep, struct qps_tx_meta *m)
 void qps_txts_posted(struct qps_tx_meta *m)
 {
 	if (m->ts_flags & QPS_TS_TX_SOFTWARE)
-		m->ts_sw_ns = qps_txts_now();
+		m->ts_sw_ns = qps_realtime_ns();
 }
 
 void qps_txts_done(struct qps_sq *sq, const struct qps_tx_meta *m,
