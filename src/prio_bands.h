@@ -158,6 +158,26 @@ static inline void qps_prio_add(_Atomic uint64_t *c, uint64_t v)
 			      memory_order_relaxed);
 }
 
+/* Gives back the transmitter taken for a bypass (qps_prio_send(),
+ * qps_prio_bypass_begin()), draining what producers queued meanwhile
+ * (they flagged MISSED). */
+static inline void qps_prio_bypass_end(struct qps_prio *b, unsigned int band,
+				       bool posted)
+{
+	uint32_t s = QPS_PRIO_OWNER;
+
+	if (posted)
+		qps_prio_add(&b->bypassed[band], 1);
+	/* Release side: pairs with the next owner's take; fails if a
+	 * producer queued meanwhile (MISSED), which is then drained. */
+	if (!b->release_hook &&
+	    atomic_compare_exchange_strong_explicit(&b->state, &s, 0,
+						    memory_order_seq_cst,
+						    memory_order_seq_cst))
+		return;
+	qps_prio_slow_finish(b);
+}
+
 static inline int qps_prio_send(struct qps_prio *b, void *item,
 				unsigned int prio, uint32_t bytes,
 				bool count_drop)
@@ -184,18 +204,8 @@ static inline int qps_prio_send(struct qps_prio *b, void *item,
 		    !atomic_load_explicit(&b->backlog, memory_order_relaxed)) {
 			ret = b->post(b->arg, &item, 1, false);
 			if (ret >= 1) {
-				qps_prio_add(&b->bypassed[band], 1);
-				s = QPS_PRIO_OWNER;
-				/* Release side: pairs with the next owner's
-				 * take. Fails if a producer queued meanwhile
-				 * (MISSED): then drain it. */
-				if (!b->release_hook &&
-				    atomic_compare_exchange_strong_explicit(
-					    &b->state, &s, 0,
-					    memory_order_seq_cst,
-					    memory_order_seq_cst))
-					return 0;
-				return qps_prio_slow_finish(b);
+				qps_prio_bypass_end(b, band, true);
+				return 0;
 			}
 			qps_prio_slow_refused(b, ret);
 		}
@@ -241,25 +251,6 @@ static inline int qps_prio_bypass_begin(struct qps_prio *b)
 	    atomic_load_explicit(&b->backlog, memory_order_relaxed))
 		return -1;
 	return 1;
-}
-
-/* Gives the transmitter qps_prio_bypass_begin() took back, draining what
- * producers queued meanwhile (they flagged MISSED). */
-static inline void qps_prio_bypass_end(struct qps_prio *b, unsigned int band,
-				       bool posted)
-{
-	uint32_t s = QPS_PRIO_OWNER;
-
-	if (posted)
-		qps_prio_add(&b->bypassed[band], 1);
-	/* Release side: pairs with the next owner's take; fails if a
-	 * producer queued meanwhile (MISSED), which is then drained. */
-	if (!b->release_hook &&
-	    atomic_compare_exchange_strong_explicit(&b->state, &s, 0,
-						    memory_order_seq_cst,
-						    memory_order_seq_cst))
-		return;
-	qps_prio_slow_finish(b);
 }
 
 /*
