@@ -523,6 +523,8 @@ static void fork_child(struct qps_ctx *ctx, struct qps_ep *ep,
 	CHILD_EQ(qps_flush(ep), -ECHILD);
 	CHILD_EQ(qps_ep_close(ep), -ECHILD);
 	CHILD_EQ(qps_ctx_progress(ctx), -ECHILD);
+	CHILD_EQ(qps_ctx_arm(ctx), -ECHILD);
+	CHILD_EQ(qps_ctx_disarm(ctx), -ECHILD);
 	CHILD_EQ(qps_ctx_flush(ctx), -ECHILD);
 	CHILD_EQ(qps_ctx_stats(ctx, &st, sizeof(st)), -ECHILD);
 	CHILD_EQ(qps_ep_create(ctx, QPS_EP_DGRAM, &e), -ECHILD);

@@ -565,6 +565,13 @@ static void test_cq_overrun(void)
 	sent += send_flush(out, "y", 4);
 	got += recv_all(in);
 	T_EQ(got, 8);
+	/* Found by qps_ctx_arm() instead: -EIO, and nothing left armed. */
+	sent += send_flush(out, "w", 4);
+	qps_emu_inject_cq_overrun(rx->rx.cq);
+	T_EQ(qps_ctx_arm(rx), -EIO);
+	T_EQ(qps_ctx_disarm(rx), -EINVAL);
+	got += recv_all(in);
+	T_EQ(got, 12);
 
 	/* Send CQ: reported once, by the first send or progress call that
 	 * polls the CQ empty (emu holds the error back until what did

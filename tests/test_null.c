@@ -121,6 +121,10 @@ static void test_not_default(void)
 	CU_ASSERT_STRING_EQUAL(info.provider, "null");
 	/* Auto picks the direct path: the device exposes an mlx4 ring. */
 	EQ(ctx->tx_path, QPS_TX_PATH_DIRECT);
+	/* No completion events: nothing to sleep on, nothing to arm. */
+	EQ(qps_ctx_fd(ctx), -EOPNOTSUPP);
+	EQ(qps_ctx_arm(ctx), -EOPNOTSUPP);
+	EQ(qps_ctx_disarm(ctx), -EINVAL);
 	EQ(qps_ctx_destroy(ctx), 0);
 }
 
