@@ -82,21 +82,62 @@ int qps_sq_mlx4_init(struct qps_sq_mlx4 *sq, struct qps_qp *qp)
 	sq->qp = qp;
 	sq->max_inline = qp->cap.max_inline_data < cap ?
 			 qp->cap.max_inline_data : cap;
-	sq->head = sq->rung = 0;
+	sq->head = sq->rung = sq->tail_seen = 0;
 	sq->bf = m->bf_reg && m->bf_copy && m->bf_state && m->bf_buf_size &&
 		 m->bf_buf_size % QPS_MLX4_WQEBB == 0 &&
 		 m->bf_buf_size <= QPS_MLX4_BF_MAX;
 	return 0;
 }
 
+static uint32_t qps_sq_mlx4_free(const struct qps_sq_mlx4 *sq, uint32_t tail)
+{
+	uint32_t used = sq->head - tail;
+
+	return used < sq->m.max_post ? sq->m.max_post - used : 0;
+}
+
 uint32_t qps_sq_mlx4_room(const struct qps_sq_mlx4 *sq)
 {
 	/* Acquire: pairs with the release of the tail by poll_cq (emu's
 	 * send_wc); the slots below it are no longer read by the device. */
-	uint32_t tail = __atomic_load_n(sq->m.tail, __ATOMIC_ACQUIRE);
-	uint32_t used = sq->head - tail;
+	return qps_sq_mlx4_free(sq, __atomic_load_n(sq->m.tail,
+						    __ATOMIC_ACQUIRE));
+}
 
-	return used < sq->m.max_post ? sq->m.max_post - used : 0;
+/* Room for a write: the tail read last time while that leaves some,
+ * which spares the device's line for most writes; else as
+ * qps_sq_mlx4_room, keeping the tail it read. */
+static uint32_t qps_sq_mlx4_room_update(struct qps_sq_mlx4 *sq)
+{
+	uint32_t room = qps_sq_mlx4_free(sq, sq->tail_seen);
+
+	if (room)
+		return room;
+	/* Acquire: as in qps_sq_mlx4_room. */
+	sq->tail_seen = __atomic_load_n(sq->m.tail, __ATOMIC_ACQUIRE);
+	return qps_sq_mlx4_free(sq, sq->tail_seen);
+}
+
+/* Payload bytes of an inline chunk: the first shares its 64 bytes with
+ * the ctrl segment, every chunk with its own header. */
+#define QPS_MLX4_CHUNK0 (QPS_MLX4_WQEBB - sizeof(struct mlx4_wqe_ctrl_seg) - \
+			 sizeof(struct mlx4_wqe_inline_seg))
+#define QPS_MLX4_CHUNK (QPS_MLX4_WQEBB - sizeof(struct mlx4_wqe_inline_seg))
+
+/* One chunk: @n bytes of data, then its byte count. As libmlx4: the data
+ * before the count, so a device prefetching 64-byte chunks never pairs a
+ * valid count with stale data. */
+static inline void qps_sq_mlx4_chunk(struct mlx4_wqe_inline_seg *seg,
+				     const uint8_t *src, uint32_t n)
+{
+	if (n == QPS_MLX4_CHUNK)	/* a whole one: a fixed-size copy */
+		memcpy(seg + 1, src, QPS_MLX4_CHUNK);
+	else if (n == QPS_MLX4_CHUNK0)
+		memcpy(seg + 1, src, QPS_MLX4_CHUNK0);
+	else
+		memcpy(seg + 1, src, n);
+	qps_udma_to_device_barrier();
+	seg->byte_count = htobe32(MLX4_INLINE_SEG | n);
 }
 
 /* Inline chunks of at most 64 bytes, headers included; returns the bytes
@@ -104,26 +145,17 @@ uint32_t qps_sq_mlx4_room(const struct qps_sq_mlx4 *sq)
 static uint32_t qps_sq_mlx4_inline(uint8_t *wqe, const uint8_t *src,
 				   uint32_t len)
 {
-	uint32_t off = sizeof(struct mlx4_wqe_ctrl_seg), nseg = 0, left = len;
+	uint32_t n = len < QPS_MLX4_CHUNK0 ? len : (uint32_t)QPS_MLX4_CHUNK0;
+	uint32_t off = QPS_MLX4_WQEBB, left = len - n, nseg = 1;
 
-	while (left) {
-		struct mlx4_wqe_inline_seg *seg = (void *)(wqe + off);
-		uint32_t room = QPS_MLX4_WQEBB - off % QPS_MLX4_WQEBB -
-				sizeof(*seg);
-		uint32_t n = left < room ? left : room;
-
-		memcpy(seg + 1, src, n);
-		/* As libmlx4: a chunk's data before its byte count, so a
-		 * device prefetching 64-byte chunks never pairs a valid
-		 * count with stale data. */
-		qps_udma_to_device_barrier();
-		seg->byte_count = htobe32(MLX4_INLINE_SEG | n);
-		off += sizeof(*seg) + n;
-		src += n;
-		left -= n;
+	qps_sq_mlx4_chunk((void *)(wqe + sizeof(struct mlx4_wqe_ctrl_seg)),
+			  src, n);
+	for (src += n; left; src += n, left -= n, off += QPS_MLX4_WQEBB) {
+		n = left < QPS_MLX4_CHUNK ? left : (uint32_t)QPS_MLX4_CHUNK;
+		qps_sq_mlx4_chunk((void *)(wqe + off), src, n);
 		nseg++;
 	}
-	return len + nseg * sizeof(struct mlx4_wqe_inline_seg);
+	return len + nseg * (uint32_t)sizeof(struct mlx4_wqe_inline_seg);
 }
 
 /* 0xffffffff in the first dword of every chunk but the first of the WQE
@@ -182,7 +214,7 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 
 	if (!len || !frame)
 		return -EINVAL;
-	if (!qps_sq_mlx4_room(sq))
+	if (!qps_sq_mlx4_room_update(sq))
 		return -ENOSPC;
 	/* The WQE before this one is not the last before the ring: it goes
 	 * as written. */

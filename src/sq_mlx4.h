@@ -21,6 +21,8 @@ struct qps_sq_mlx4 {
 	struct qps_mlx4_sq m;
 	uint32_t head;		/* next WQE index */
 	uint32_t rung;		/* head when the device was last rung */
+	uint32_t tail_seen;	/* the tail as last read: room is at least
+				 * what it leaves, since the tail only grows */
 	uint32_t max_inline;	/* frames up to this size are inlined */
 	bool bf;		/* BlueFlame allowed (bf_reg present) */
 };
