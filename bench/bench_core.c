@@ -25,7 +25,12 @@
  * priorities, on one send queue: its bands contended; ns per datagram of
  * both together), recv_unicast (bound port), recv_mcast_1 and
  * recv_mcast_4 (a group with 1 or 4 members; ns per datagram the device
- * delivered, each of which reaches every member).
+ * delivered, each of which reaches every member). device_floor_b32 is
+ * no core path but what any send path pays at least on this machine and
+ * device: 32 prebuilt frames written as WQEs straight into the null
+ * device's mlx4 ring (qps_sq_mlx4_write), one doorbell, the device's
+ * consumption and the one completion reaped; the send cases' ns divided
+ * by it is the core's share.
  *
  * Checksums: with hw the null device offloads them (QPS_DEV_CAP_CSUM: the
  * core leaves the fields 0 on send and skips verifying what the device
@@ -43,9 +48,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <infiniband/mlx4dv.h>
 #include <qpsock/qpsock.h>
 
+#include "frames.h"
 #include "qps_bench.h"
+#include "sq.h"
 
 #define BC_PAYLOAD 64
 #define BC_PORT 9000
@@ -78,6 +86,8 @@ struct bc_run {
 	struct qps_msg msgs[BC_BATCH];
 	uint8_t buf[BC_PAYLOAD];
 	bool csum_sw;		/* the device must not offload checksums */
+	uint8_t frame[QPS_HDRS_LEN + BC_PAYLOAD];	/* device_floor_b32 */
+	uint32_t frame_len;
 };
 
 struct bc_case {
@@ -252,6 +262,56 @@ static int bc_recv(struct bc_run *r)
 	return got;
 }
 
+/* A frame from BC_PEER's side of the bench, built once. */
+static int bc_setup_floor(struct bc_run *r)
+{
+	struct qps_frame_hdr h;
+	int len;
+
+	if (r->ctx->tx_ops != &qps_sq_path_mlx4)
+		return -EOPNOTSUPP;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.dst_mac, "\x02\0\0\0\0\x02", 6);
+	memcpy(h.src_mac, r->ctx->info.mac, 6);
+	h.saddr = r->ctx->info.addr.s_addr;
+	h.daddr = r->to.sin_addr.s_addr;
+	h.sport = h.dport = r->to.sin_port;
+	h.ttl = 64;
+	memcpy(r->frame + QPS_HDRS_LEN, r->buf, BC_PAYLOAD);
+	len = qps_frame_build_hw(r->frame, &h, BC_PAYLOAD);
+	if (len < 0)
+		return len;
+	r->frame_len = (uint32_t)len;
+	return 0;
+}
+
+/* The queue's lock is held as a send path would hold it; wr_ids at and
+ * above tx_depth name no slot of the core's. */
+static int bc_floor_b32(struct bc_run *r)
+{
+	struct qps_ctx *ctx = r->ctx;
+	struct qps_sq *sq = &ctx->sq[0];
+	const uint32_t csum = MLX4_WQE_CTRL_IP_HDR_CSUM |
+			      MLX4_WQE_CTRL_TCP_UDP_CSUM;
+	struct ibv_wc wc[4];
+	unsigned int i;
+	int ret = 0, n;
+
+	pthread_mutex_lock(&sq->lock);
+	for (i = 0; i < BC_BATCH && ret == 0; i++)
+		ret = qps_sq_mlx4_write(&sq->mlx4, r->frame, r->frame_len,
+					ctx->tx_mr->lkey, ctx->tx_depth + i,
+					i + 1 == BC_BATCH, csum);
+	qps_sq_mlx4_ring(&sq->mlx4);
+	do
+		n = ctx->ops->poll_cq(sq->cq, 4, wc);
+	while (n == 0);
+	pthread_mutex_unlock(&sq->lock);
+	if (ret < 0 || n < 0)
+		return ret < 0 ? ret : n;
+	return n == 1 && wc[0].status == IBV_WC_SUCCESS ? BC_BATCH : -EIO;
+}
+
 static const struct bc_case bc_cases[] = {
 	{ "send_connected_b1", NULL, 1, bc_setup_connected, bc_send_b1, 1 },
 	{ "send_connected_b32", NULL, 1, bc_setup_connected, bc_send_b32, 1 },
@@ -263,6 +323,7 @@ static const struct bc_case bc_cases[] = {
 	  bc_setup_join, bc_recv, 1 },
 	{ "recv_mcast_4", "rx=mcast:group=" BC_GROUP ":port=9000", 4,
 	  bc_setup_join, bc_recv, 1 },
+	{ "device_floor_b32", NULL, 1, bc_setup_floor, bc_floor_b32, 1 },
 	{ NULL, NULL, 0, NULL, NULL, 0 },
 };
 
