@@ -254,6 +254,31 @@ static inline int qps_prio_bypass_begin(struct qps_prio *b)
 }
 
 /*
+ * For the owner of a bypass (qps_prio_bypass_begin() returned 1) that
+ * still holds the callback's lock and has another item: whether it may
+ * post that one directly too, keeping the transmitter. Only while no
+ * producer queued behind it (no MISSED) and nothing paused it: else it
+ * gives the transmitter back (qps_prio_bypass_end(), which drains what
+ * was queued, in band order) and sends as usual. A producer that queues
+ * just after this look is drained by that bypass_end, as it would be
+ * after a single bypass. Relaxed: a hint; bypass_end's exchange decides.
+ * The item kept is counted with qps_prio_bypass_count().
+ */
+static inline bool qps_prio_bypass_again(struct qps_prio *b)
+{
+	return atomic_load_explicit(&b->state, memory_order_relaxed) ==
+	       QPS_PRIO_OWNER &&
+	       !atomic_load_explicit(&b->paused, memory_order_relaxed);
+}
+
+/* One more item posted by the bypass owner in @band (not its last, which
+ * qps_prio_bypass_end() counts). */
+static inline void qps_prio_bypass_count(struct qps_prio *b, unsigned int band)
+{
+	qps_prio_add(&b->bypassed[band], 1);
+}
+
+/*
  * qps_prio_enqueue - send @item (any pointer value) of @bytes at priority
  * @prio: posted now or queued for the owner; 0 either way. -EAGAIN when
  * its band is full (nothing queued, counted in drops).

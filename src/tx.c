@@ -462,7 +462,43 @@ struct qps_tx_run {
 	struct qps_sq *sq;	/* locked, or NULL */
 	uint64_t touched;	/* bit q: send queue q was held */
 	struct qps_tx_wait wait;	/* the call's wait for room */
+	/* The transmitter of sq's bands, taken for a bypass and kept, with
+	 * sq->lock, for the call's next datagram (qps_tx_one): a batch
+	 * pays for the lock and the transmitter once. @band: that of the
+	 * last datagram posted, which qps_prio_bypass_end() counts. */
+	bool owner;
+	unsigned int band;
 };
+
+/* Let go of the queue held, and of its transmitter: after the lock,
+ * since what producers queued meanwhile is drained through the post
+ * callback, which takes it. */
+static void qps_tx_run_unlock(struct qps_tx_run *r)
+{
+	struct qps_sq *sq = r->sq;
+
+	if (!sq)
+		return;
+	pthread_mutex_unlock(&sq->lock);
+	r->sq = NULL;
+	if (r->owner) {
+		r->owner = false;
+		qps_prio_bypass_end(sq->prio, r->band, true);
+	}
+}
+
+/* Keep the queue, give its transmitter back: before a wait or a send
+ * through the bands, which must not find it taken by their own thread. */
+static void qps_tx_run_disown(struct qps_tx_run *r)
+{
+	struct qps_sq *sq = r->sq;
+
+	if (!r->owner)
+		return;
+	qps_tx_run_unlock(r);
+	pthread_mutex_lock(&sq->lock);
+	r->sq = sq;
+}
 
 static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
 {
@@ -473,8 +509,7 @@ static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
 	if (r->sq && r->sq->idx == q)
 		return;
 	/* One send queue lock at a time: no order between them to keep. */
-	if (r->sq)
-		pthread_mutex_unlock(&r->sq->lock);
+	qps_tx_run_unlock(r);
 	pthread_mutex_lock(&sq->lock);
 	r->sq = sq;
 	r->touched |= 1ull << q;
@@ -488,10 +523,12 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 	int ret = 0;
 
 	if (r->sq) {
-		ret = qps_tx_end_locked(r->sq, more);
+		/* Armed already: what qps_db_defer_locked would find. */
+		if (!more ||
+		    !__atomic_load_n(&r->sq->db_armed, __ATOMIC_RELAXED))
+			ret = qps_tx_end_locked(r->sq, more);
 		left &= ~(1ull << r->sq->idx);
-		pthread_mutex_unlock(&r->sq->lock);
-		r->sq = NULL;
+		qps_tx_run_unlock(r);
 	}
 	while (left) {
 		uint32_t q = (uint32_t)__builtin_ctzll(left);
@@ -843,10 +880,16 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	*sent_to = to;
 	if (!ctx->ud &&
 	    len > __atomic_load_n(&ctx->max_payload, __ATOMIC_RELAXED)) {
+		/* Its fragments go through the bands. */
+		qps_tx_run_disown(r);
 		qps_tx_hdr_locked(ep, sq, &to, &h);
 		return qps_tx_frags(ep, r, &h, buf, len, hash, dst != NULL,
 				    prio, dontwait, more);
 	}
+	/* No waiting for room with the transmitter taken: the bands would
+	 * stall behind us. */
+	if (r->owner && !qps_tx_room_locked(sq))
+		qps_tx_run_disown(r);
 	ret = qps_tx_slot_get_locked(&r->wait, sq, dontwait, &slot);
 	if (ret < 0)
 		return ret;
@@ -891,22 +934,34 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	ep->sb->tx_bytes += len;
 	ep->sb->txq = (int32_t)sq->idx;
 	/* Bands empty and no transmitter: post it as the owner would, under
-	 * the lock we hold. */
-	bypass = qps_prio_bypass_begin(sq->prio);
+	 * the lock we hold, and keep both for the call's next datagram
+	 * (qps_tx_run_unlock gives them back). Holding the transmitter of
+	 * this call's previous datagram: go on while nobody queued. */
+	if (r->owner && !qps_prio_bypass_again(sq->prio)) {
+		qps_tx_run_unlock(r);
+		return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len,
+				   prio, dontwait, true);
+	}
+	if (r->owner) {
+		qps_prio_bypass_count(sq->prio, r->band);
+		bypass = 1;
+	} else {
+		bypass = qps_prio_bypass_begin(sq->prio);
+	}
 	if (bypass > 0) {
 		void *item = (void *)((uintptr_t)slot + 1);
 
 		qps_tx_prio_post_locked(sq, &item, 1, false);
+		r->owner = true;
+		r->band = qps_prio_band(prio);
+		return 0;
 	}
 	/* Otherwise the owner's post takes sq->lock: hand the slot over
 	 * without it. */
 	pthread_mutex_unlock(&sq->lock);
 	r->sq = NULL;
-	if (bypass) {
-		qps_prio_bypass_end(sq->prio, qps_prio_band(prio), bypass > 0);
-		if (bypass > 0)
-			return 0;
-	}
+	if (bypass < 0)
+		qps_prio_bypass_end(sq->prio, qps_prio_band(prio), false);
 	return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len, prio,
 			   dontwait, true);
 }
