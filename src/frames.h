@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <qpsock/qpsock.h>
 
 #define QPS_ETH_HLEN 14
@@ -144,6 +145,24 @@ static inline void qps_be16_put(uint8_t *p, uint16_t v)
 {
 	p[0] = (uint8_t)(v >> 8);
 	p[1] = (uint8_t)v;
+}
+
+/* As qps_frame_build_hw, from @tmpl: what qps_frame_build_hw wrote for
+ * the same headers and no payload. Only the lengths and the IP ID
+ * (@ip_id, network order) differ. */
+static inline int qps_frame_build_tmpl(void *frame,
+				       const uint8_t tmpl[QPS_HDRS_LEN],
+				       uint16_t ip_id, size_t payload_len)
+{
+	uint8_t *ip = (uint8_t *)frame + QPS_ETH_HLEN;
+
+	memcpy(frame, tmpl, QPS_HDRS_LEN);
+	qps_be16_put(ip + QPS_IPOFF_TOTLEN,
+		     (uint16_t)(QPS_IP_HLEN + QPS_UDP_HLEN + payload_len));
+	memcpy(ip + QPS_IPOFF_ID, &ip_id, 2);
+	qps_be16_put(ip + QPS_IP_HLEN + QPS_UDPOFF_LEN,
+		     (uint16_t)(QPS_UDP_HLEN + payload_len));
+	return (int)(QPS_HDRS_LEN + payload_len);
 }
 
 /* Internet checksum helpers (RFC 1071), host-independent: words are summed

@@ -196,10 +196,14 @@ void qps_sq_lock_all(struct qps_ctx *ctx)
 		pthread_mutex_lock(&ctx->sq[i].lock);
 }
 
+/* What was done under every lock may have changed what a queue's header
+ * template was built from. */
 void qps_sq_unlock_all(struct qps_ctx *ctx)
 {
 	uint32_t i = ctx->nsq;
 
-	while (i--)
+	while (i--) {
+		ctx->sq[i].tmpl.ep = NULL;
 		pthread_mutex_unlock(&ctx->sq[i].lock);
+	}
 }

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "frames.h"
 #include "prio_bands.h"
 #include "qps_int.h"
 #include "sq_mlx4.h"
@@ -105,6 +106,19 @@ struct qps_sq {
 	bool qp_err;			/* an error completion: recover */
 	bool qp_dead;			/* recovery failed: sends -ENETDOWN */
 	uint16_t ip_id;
+	/* The headers of the connected endpoint that sent here last, for a
+	 * device that computes the checksums (tx.c qps_tx_tmpl_locked):
+	 * good while that endpoint, its TTL and TOS and the route
+	 * generation are those they were built for. Forgotten by
+	 * qps_sq_unlock_all(): connect, disconnect and close change an
+	 * endpoint under every queue's lock. */
+	struct {
+		const struct qps_ep *ep;	/* NULL: none */
+		uint64_t gen;
+		uint8_t ttl;
+		uint8_t tos;
+		uint8_t hdr[QPS_HDRS_LEN];
+	} tmpl;
 	struct qps_route_slot route[QPS_ROUTE_SLOTS];
 	struct qps_sq_stats *st;		/* in the stats segment (stat.h) */
 } __attribute__((aligned(QPS_CACHELINE)));

@@ -694,6 +694,14 @@ static int qps_tx_ud_build_locked(struct qps_ep *ep, struct qps_sq *sq,
 	return qps_ud_hdr_build(msg, &hi, len);
 }
 
+/* The TTL of a datagram of @ep to @daddr. */
+static uint8_t qps_tx_ttl(const struct qps_ep *ep, uint32_t daddr)
+{
+	return IN_MULTICAST(ntohl(daddr)) ?
+	       __atomic_load_n(&ep->mc_ttl, __ATOMIC_RELAXED) :
+	       __atomic_load_n(&ep->ttl, __ATOMIC_RELAXED);
+}
+
 void qps_tx_hdr(const struct qps_ep *ep, const struct sockaddr_in *to,
 		struct qps_frame_hdr *h)
 {
@@ -704,9 +712,7 @@ void qps_tx_hdr(const struct qps_ep *ep, const struct sockaddr_in *to,
 	h->daddr = to->sin_addr.s_addr;
 	h->sport = ep->local.sin_port;
 	h->dport = to->sin_port;
-	h->ttl = IN_MULTICAST(ntohl(h->daddr)) ?
-		 __atomic_load_n(&ep->mc_ttl, __ATOMIC_RELAXED) :
-		 __atomic_load_n(&ep->ttl, __ATOMIC_RELAXED);
+	h->ttl = qps_tx_ttl(ep, h->daddr);
 	h->tos = __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
 }
 
@@ -717,6 +723,40 @@ static void qps_tx_hdr_locked(const struct qps_ep *ep, struct qps_sq *sq,
 {
 	qps_tx_hdr(ep, to, h);
 	h->ip_id = htons(sq->ip_id++);
+}
+
+/*
+ * The headers of connected @ep's datagrams on @sq, for a device that
+ * computes the checksums: built (the peer's MAC resolved as
+ * qps_tx_peer_mac_locked does) when @sq's template is another
+ * endpoint's or out of date, else as they were. TTL and TOS are relaxed
+ * loads, as in qps_tx_hdr: a setsockopt racing a send takes effect at
+ * this send or the next.
+ */
+static int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
+			      const struct sockaddr_in *to, uint64_t gen)
+{
+	struct qps_frame_hdr h;
+	int ret;
+
+	if (sq->tmpl.ep == ep && sq->tmpl.gen == gen &&
+	    sq->tmpl.ttl == qps_tx_ttl(ep, to->sin_addr.s_addr) &&
+	    sq->tmpl.tos == __atomic_load_n(&ep->tos, __ATOMIC_RELAXED))
+		return 0;
+	sq->tmpl.ep = NULL;
+	memset(&h, 0, sizeof(h));
+	qps_tx_hdr(ep, to, &h);
+	ret = qps_tx_peer_mac_locked(ep, sq, gen, h.dst_mac);
+	if (ret < 0)
+		return ret;
+	ret = qps_frame_build_hw(sq->tmpl.hdr, &h, 0);
+	if (ret < 0)
+		return ret;
+	sq->tmpl.ep = ep;
+	sq->tmpl.gen = gen;
+	sq->tmpl.ttl = h.ttl;
+	sq->tmpl.tos = h.tos;
+	return 0;
 }
 
 /* A non-blocking sender of @n fragments: room for all of them now, or
@@ -854,6 +894,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	struct sockaddr_in to;
 	struct qps_sq *sq;
 	uint32_t slot, hash = 0;
+	bool tmpl = false;	/* the frame from sq->tmpl */
 	int ret, bypass;
 
 	memset(&h, 0, sizeof(h));
@@ -865,8 +906,11 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 			return ret;
 		to = ep->peer;		/* stable while we hold the queue */
 		/* UD: the AH is the cached destination (in the slot). */
-		ret = ctx->ud ? 0 : qps_tx_peer_mac_locked(ep, r->sq, gen,
-							   h.dst_mac);
+		tmpl = !ctx->ud && ctx->csum_offload;
+		if (tmpl)
+			ret = qps_tx_tmpl_locked(ep, r->sq, &to, gen);
+		else if (!ctx->ud)
+			ret = qps_tx_peer_mac_locked(ep, r->sq, gen, h.dst_mac);
 	} else {
 		qps_tx_hold_flow(ep, dst, r, &hash);
 		to = *dst;
@@ -882,6 +926,8 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	    len > __atomic_load_n(&ctx->max_payload, __ATOMIC_RELAXED)) {
 		/* Its fragments go through the bands. */
 		qps_tx_run_disown(r);
+		if (tmpl)
+			memcpy(h.dst_mac, sq->tmpl.hdr, 6);
 		qps_tx_hdr_locked(ep, sq, &to, &h);
 		return qps_tx_frags(ep, r, &h, buf, len, hash, dst != NULL,
 				    prio, dontwait, more);
@@ -896,6 +942,13 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 
 	if (ctx->ud) {
 		ret = qps_tx_ud_build_locked(ep, sq, slot, &to, buf, len);
+	} else if (tmpl) {
+		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
+
+		if (len)
+			memcpy(frame + QPS_HDRS_LEN, buf, len);
+		ret = qps_frame_build_tmpl(frame, sq->tmpl.hdr,
+					   htons(sq->ip_id++), len);
 	} else if (ctx->csum_offload) {
 		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
 

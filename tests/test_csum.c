@@ -12,6 +12,7 @@
  * - frames put on the wire with a wrong UDP or a wrong IPv4 header
  *   checksum are dropped by the receiver and counted (rx_bad[]), whether
  *   or not it offloads;
+ * - a connected endpoint's headers follow its TTL, TOS and peer;
  * - qps_stats.csum_offload says which.
  */
 #include "t_util.h"
@@ -209,6 +210,93 @@ static void wire_sums(uint32_t path, bool offload)
 }
 BOTH(wire_sums)
 
+/*
+ * A connected endpoint's headers, which the core keeps per send queue
+ * while they stay valid: they follow TTL and TOS changes and a connect
+ * to another peer and back, the IP ID still counts up by one, the
+ * lengths are each datagram's, and the sums on the wire are right.
+ */
+static void conn_hdrs(uint32_t path, bool offload)
+{
+	static const struct {
+		char peer;		/* 'B' or 'C': connected to */
+		int ttl, tos;		/* set before the send; 0: left */
+		size_t len;
+		uint8_t want_ttl, want_tos;
+	} step[] = {
+		{ 'B', 0, 0, 64, 64, 0 },
+		{ 'B', 0, 0, 1, 64, 0 },
+		{ 'B', 9, 0x20, 64, 9, 0x20 },
+		{ 'C', 0, 0, 200, 9, 0x20 },
+		{ 'B', 0, 0, 64, 9, 0x20 },
+		{ 'B', -1, 0, 0, 64, 0x20 },
+	};
+	const size_t n = sizeof(step) / sizeof(step[0]);
+	struct sockaddr_in sb = t_sin(IP_B, PORT_B), sc = t_sin(IP_C, PORT_B);
+	struct qps_ctx_info ib, ic;
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *ea, *eb, *ec;
+	uint8_t buf[200], got[200];
+	size_t i;
+
+	t_wire_name(g_wire, sizeof(g_wire), "csum-conn");
+	a = mkctx(IP_A, path, offload);
+	b = mkctx(IP_B, path, offload);
+	c = mkctx(IP_C, path, offload);
+	EQ_FATAL(qps_ctx_query(b, &ib), 0);
+	EQ_FATAL(qps_ctx_query(c, &ic), 0);
+	eb = t_ep_bound(b, IP_B, PORT_B, 2000);
+	ec = t_ep_bound(c, IP_C, PORT_B, 2000);
+	ea = t_ep_bound(a, IP_A, PORT_A, 2000);
+	record(a);
+	for (i = 0; i < n; i++) {
+		const struct sockaddr_in *to = step[i].peer == 'B' ? &sb : &sc;
+
+		if (i == 0 || step[i].peer != step[i - 1].peer)
+			EQ_FATAL(qps_connect(ea, (const struct sockaddr *)to,
+					     sizeof(*to)), 0);
+		if (step[i].ttl)
+			EQ(qps_setopt(ea, QPS_OPT_TTL, &step[i].ttl,
+				      sizeof(int)), 0);
+		if (step[i].tos)
+			EQ(qps_setopt(ea, QPS_OPT_TOS, &step[i].tos,
+				      sizeof(int)), 0);
+		fill(buf, step[i].len, (unsigned int)i);
+		EQ_FATAL(qps_send(ea, buf, step[i].len, 0),
+			 (ssize_t)step[i].len);
+		EQ_FATAL(qps_recv(step[i].peer == 'B' ? eb : ec, got,
+				  sizeof(got), 0), (ssize_t)step[i].len);
+		EQ(memcmp(got, buf, step[i].len), 0);
+	}
+	unrecord(a);
+	EQ_FATAL(g_wire_cap.n, n);
+	for (i = 0; i < n; i++) {
+		const uint8_t *w = g_wire_cap.f[i];
+		const uint8_t *ip = w + QPS_ETH_HLEN;
+		const struct qps_ctx_info *to = step[i].peer == 'B' ? &ib : &ic;
+
+		EQ(g_wire_cap.len[i], QPS_HDRS_LEN + step[i].len);
+		EQ(qps_frame_parse(w, g_wire_cap.len[i], NULL), QPS_RX_OK);
+		EQ(memcmp(w, to->mac, 6), 0);
+		EQ(memcmp(ip + 16, &to->addr.s_addr, 4), 0);
+		EQ(ip[8], step[i].want_ttl);
+		EQ(ip[1], step[i].want_tos);
+		EQ(be16_at(ip + 2), QPS_IP_HLEN + QPS_UDP_HLEN + step[i].len);
+		EQ(be16_at(ip + QPS_IP_HLEN + 4), QPS_UDP_HLEN + step[i].len);
+		if (i)
+			EQ((uint16_t)(be16_at(ip + 4) -
+				      be16_at(g_wire_cap.f[i - 1] +
+					      QPS_ETH_HLEN + 4)), 1);
+	}
+	EQ(qps_ep_close(ea), 0);
+	EQ(qps_ep_close(eb), 0);
+	EQ(qps_ep_close(ec), 0);
+	EQ(qps_ctx_destroy(a), 0);
+	EQ(qps_ctx_destroy(b), 0);
+	EQ(qps_ctx_destroy(c), 0);
+}
+BOTH(conn_hdrs)
+
 /* --- fragments ------------------------------------------------------------ */
 
 static void frags(uint32_t path, bool offload)
@@ -358,6 +446,10 @@ static CU_TestInfo tests[] = {
 	{ "wire sums, generic, software", wire_sums_generic_off },
 	{ "wire sums, direct, offload", wire_sums_direct_on },
 	{ "wire sums, direct, software", wire_sums_direct_off },
+	{ "connected headers, generic, offload", conn_hdrs_generic_on },
+	{ "connected headers, generic, software", conn_hdrs_generic_off },
+	{ "connected headers, direct, offload", conn_hdrs_direct_on },
+	{ "connected headers, direct, software", conn_hdrs_direct_off },
 	{ "fragments, generic, offload", frags_generic_on },
 	{ "fragments, generic, software", frags_generic_off },
 	{ "fragments, direct, offload", frags_direct_on },
