@@ -88,6 +88,77 @@ static void qps_rx_buf_get_locked(struct qps_ctx *ctx, uint32_t buf)
 		ctx->rx.ref[buf]++;
 }
 
+/*
+ * Buffers freed and not yet posted again, kept as one ready WR chain so
+ * that they go back to the device in one post_recv instead of one each.
+ * They are posted before every poll of the CQ, when the chain is full,
+ * and when a receive empties an endpoint's queue (the application has
+ * caught up with the device): a buffer is never held back across a poll,
+ * and at most @max of them while the application is still behind.
+ */
+struct qps_rx_repost {
+	uint32_t n, max;
+	struct ibv_recv_wr wr[QPS_RX_POLL_BATCH];
+	struct ibv_sge sge[QPS_RX_POLL_BATCH];
+};
+
+static int qps_rx_repost_init(struct qps_ctx *ctx)
+{
+	struct qps_rx_repost *rp = calloc(1, sizeof(*rp));
+	uint32_t i;
+
+	if (!rp)
+		return -ENOMEM;
+	/* A quarter of the ring at most: a device that fills buffers while
+	 * the poller is away keeps most of them. */
+	rp->max = ctx->rx.depth / 4;
+	if (rp->max > QPS_RX_POLL_BATCH)
+		rp->max = QPS_RX_POLL_BATCH;
+	if (!rp->max)
+		rp->max = 1;
+	for (i = 0; i < QPS_RX_POLL_BATCH; i++) {
+		rp->sge[i].length = ctx->rx.buf_size;
+		rp->sge[i].lkey = ctx->rx.mr->lkey;
+		rp->wr[i].sg_list = &rp->sge[i];
+		rp->wr[i].num_sge = 1;
+		rp->wr[i].next = i + 1 < QPS_RX_POLL_BATCH ? &rp->wr[i + 1] :
+			NULL;
+	}
+	ctx->rx.repost = rp;
+	return 0;
+}
+
+/* Post what the chain holds; a buffer the device refused is counted and
+ * lost until the next refill, as a single post would have lost it. */
+static void qps_rx_repost_flush(struct qps_ctx *ctx)
+{
+	struct qps_rx_repost *rp = ctx->rx.repost;
+	struct ibv_recv_wr *bad = NULL, *last;
+	uint32_t n = rp->n;
+
+	if (!n)
+		return;
+	rp->n = 0;
+	/* The QP is failed: qp_recover.c reposts every free buffer. */
+	if (ctx->rx.qp_err)
+		return;
+	last = &rp->wr[n - 1];
+	last->next = NULL;
+	if (ctx->ops->post_recv(ctx->qp, rp->wr, &bad) < 0)
+		ctx->st->rx_errors += bad ? (uint64_t)(last - bad) + 1 : n;
+	last->next = n < QPS_RX_POLL_BATCH ? last + 1 : NULL;
+}
+
+static void qps_rx_repost_add(struct qps_ctx *ctx, uint32_t buf)
+{
+	struct qps_rx_repost *rp = ctx->rx.repost;
+
+	rp->wr[rp->n].wr_id = buf;
+	rp->sge[rp->n].addr = (uintptr_t)qps_rx_buf_addr(ctx, buf);
+	if (++rp->n >= rp->max)
+		qps_rx_repost_flush(ctx);
+}
+
 static int qps_rx_post(struct qps_ctx *ctx, uint32_t buf)
 {
 	struct ibv_sge sge = {
@@ -150,6 +221,9 @@ int qps_rx_init(struct qps_ctx *ctx)
 	ret = ctx->ops->reg_mr(ctx->dev, ctx->rx.buf, len, &ctx->rx.mr);
 	if (ret < 0)
 		return ret;
+	ret = qps_rx_repost_init(ctx);
+	if (ret < 0)
+		return ret;
 	for (i = 0; i < ctx->rx.depth; i++) {
 		ret = qps_rx_post(ctx, i);
 		if (ret < 0)
@@ -169,6 +243,8 @@ void qps_rx_fini(struct qps_ctx *ctx)
 	else
 		free(ctx->rx.buf);
 	free(ctx->rx.ref);
+	free(ctx->rx.repost);
+	ctx->rx.repost = NULL;
 	qps_ipfrag_fini(&ctx->rx.frag);
 	/* Every endpoint queue was drained: no slot is referenced. */
 	free(ctx->rx.big);
@@ -199,8 +275,7 @@ void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 	 * and progress would chase it forever. qp_recover.c reposts it. */
 	if (ctx->rx.qp_err)
 		return;
-	if (qps_rx_post(ctx, buf) < 0)
-		ctx->st->rx_errors++;
+	qps_rx_repost_add(ctx, buf);
 }
 
 int qps_rx_refill_locked(struct qps_ctx *ctx)
@@ -208,6 +283,8 @@ int qps_rx_refill_locked(struct qps_ctx *ctx)
 	uint32_t i;
 	int ret = 0;
 
+	/* The chain's buffers are free: the loop below posts them. */
+	ctx->rx.repost->n = 0;
 	for (i = 0; i < ctx->rx.depth; i++) {
 		if (ctx->rx.ref[i])
 			continue;
@@ -600,6 +677,9 @@ static int qps_rx_poll_all(struct qps_ctx *ctx)
 
 		/* One read-side section per batch: writers wait at most for
 		 * one batch, and the poller pays two stores per batch. */
+		/* What the last batch and the receive calls freed goes back
+		 * before the device is asked for more. */
+		qps_rx_repost_flush(ctx);
 		qps_epoch_enter(&ctx->rx.epoch);
 		n = ts ? qps_rx_poll_ts(ctx, wc, wts) :
 			 ctx->ops->poll_cq(ctx->rx.cq, QPS_RX_POLL_BATCH, wc);
@@ -682,6 +762,7 @@ void qps_rxq_drain_locked(struct qps_ep *ep)
 		ep->rxq_head = (ep->rxq_head + 1) % ep->rxq_cap;
 		ep->rxq_count--;
 	}
+	qps_rx_repost_flush(ctx);
 	qps_ep_unsignal(ep);
 }
 
@@ -766,10 +847,12 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 			ep->sb->rx_truncated++;
 		}
 		ep->rxq_head = (ep->rxq_head + 1) % ep->rxq_cap;
-		if (--ep->rxq_count == 0)
-			qps_ep_unsignal(ep);
-		ep->sb->rxq_depth = ep->rxq_count;
+		ep->sb->rxq_depth = --ep->rxq_count;
 		qps_rx_buf_put_locked(ctx, d.buf);
+		if (!ep->rxq_count) {
+			qps_ep_unsignal(ep);
+			qps_rx_repost_flush(ctx);
+		}
 	}
 	return (flags & QPS_MSG_TRUNC) ? (ssize_t)d.len : (ssize_t)n;
 }
