@@ -952,7 +952,8 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 		bool spin = false, sleep = false;
 
 		/* A postponed doorbell must not wait for our sleep. */
-		qps_tx_poll_rx(ctx);
+		if (!qps_tx_idle_all(ctx))
+			qps_tx_poll_rx(ctx);
 
 		pthread_mutex_lock(&ctx->rx.lock);
 		if (qps_ep_check(ep) < 0) {
