@@ -920,17 +920,36 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 }
 
 /*
- * The receive loop: progress, take a datagram (into @o; with @o NULL only
- * report that one is queued: 1), spin for the busy-poll budget, sleep.
- * @tmo: ms to wait at most, 0 = no limit; @dontwait: not at all.
+ * What a round takes, under rx.lock: into @o (with @o NULL only report
+ * that one is queued: 1) the first datagram queued, progressing first if
+ * there is none; -EAGAIN: still none. -EBADF: closed; 0: the end, as
+ * recv(2) after shutdown(SHUT_RD).
+ */
+static inline __attribute__((always_inline)) ssize_t
+qps_rx_take_locked(struct qps_ep *ep, int flags, const struct qps_rx_out *o)
+{
+	if (qps_ep_check(ep) < 0)
+		return -EBADF;
+	if (ep->rd_shut && !ep->rxq_count)
+		return 0;
+	if (!ep->rxq_count)
+		qps_rx_progress_locked(ep->ctx);
+	if (!ep->rxq_count)
+		return -EAGAIN;
+	return o ? qps_rxq_pop_locked(ep, flags, o) : 1;
+}
+
+/*
+ * The receive loop, after a first round (qps_rx_try) found nothing and
+ * the caller may wait: take a datagram, spin for the busy-poll budget,
+ * sleep. @tmo: ms to wait at most, 0 = no limit.
  */
 static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 			     const struct qps_rx_out *o, int tmo,
-			     bool dontwait, bool *inside)
+			     bool *inside)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct timespec deadline;
-	ssize_t ret;
 	/* The busy-poll budget: spin (progressing) until then, then sleep;
 	 * counted from the first time the queue was found empty. */
 	int busy_us = __atomic_load_n(&ep->busy_poll_us, __ATOMIC_RELAXED);
@@ -950,56 +969,46 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 		int timeout = -1;
 		/* Decided once per round: a sleep must follow an arm. */
 		bool spin = false, sleep = false;
+		ssize_t ret;
 
 		/* A postponed doorbell must not wait for our sleep. */
 		if (!qps_tx_idle_all(ctx))
 			qps_tx_poll_rx(ctx);
 
 		pthread_mutex_lock(&ctx->rx.lock);
-		if (qps_ep_check(ep) < 0) {
-			ret = -EBADF;
-		} else if (ep->rd_shut && !ep->rxq_count) {
-			ret = 0;	/* as recv(2) after shutdown(SHUT_RD) */
-		} else {
-			if (!ep->rxq_count)
-				qps_rx_progress_locked(ctx);
-			if (ep->rxq_count) {
-				ret = o ? qps_rxq_pop_locked(ep, flags, o) : 1;
-			} else {
-				ret = -EAGAIN;
-				/* From now on this call may linger: the
-				 * context's destruction waits for it. */
-				if (!dontwait && !*inside) {
-					ctx->rx.inside++;
-					*inside = true;
-				}
-				if (!dontwait && busy_us && !spin_end)
-					spin_end = qps_now_ns() +
-						   (uint64_t)busy_us * 1000u;
-				spin = !dontwait && qps_rx_spinning(spin_end);
-				if (!dontwait && !spin && tmo) {
-					int64_t left = qps_ms_left(&deadline);
+		ret = qps_rx_take_locked(ep, flags, o);
+		if (ret == -EAGAIN) {
+			/* From now on this call may linger: the context's
+			 * destruction waits for it. */
+			if (!*inside) {
+				ctx->rx.inside++;
+				*inside = true;
+			}
+			if (busy_us && !spin_end)
+				spin_end = qps_now_ns() +
+					   (uint64_t)busy_us * 1000u;
+			spin = qps_rx_spinning(spin_end);
+			if (!spin && tmo) {
+				int64_t left = qps_ms_left(&deadline);
 
-					timeout = left > 0 ? (int)left : 0;
-				}
-				/* We sleep on efd: make pushes signal it and
-				 * the device wake us until we are up again;
-				 * arming polls once more, which may have
-				 * found our datagram. */
-				if (!dontwait && !spin && timeout) {
-					qps_ep_arm_locked(ep);
-					if (ep->rxq_count) {
-						qps_ep_disarm_locked(ep);
-						ret = o ? qps_rxq_pop_locked(
-							ep, flags, o) : 1;
-					} else {
-						sleep = true;
-					}
+				timeout = left > 0 ? (int)left : 0;
+			}
+			/* We sleep on efd: make pushes signal it and the
+			 * device wake us until we are up again; arming polls
+			 * once more, which may have found our datagram. */
+			if (!spin && timeout) {
+				qps_ep_arm_locked(ep);
+				if (ep->rxq_count) {
+					qps_ep_disarm_locked(ep);
+					ret = o ? qps_rxq_pop_locked(ep, flags,
+								     o) : 1;
+				} else {
+					sleep = true;
 				}
 			}
 		}
 		pthread_mutex_unlock(&ctx->rx.lock);
-		if (ret != -EAGAIN || dontwait)
+		if (ret != -EAGAIN)
 			return ret;
 		if (spin) {
 			if (tmo && qps_ms_left(&deadline) <= 0)
@@ -1018,6 +1027,27 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 	}
 }
 
+/*
+ * The first round of every receive, which cannot linger: -EAGAIN when
+ * it takes nothing. Most calls end here, without the busy-poll budget,
+ * the deadline or the arming being looked at.
+ */
+static ssize_t qps_rx_try(struct qps_ep *ep, int flags,
+			  const struct qps_rx_out *o)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	ssize_t ret;
+
+	/* A postponed doorbell must not wait for our sleep. */
+	if (!qps_tx_idle_all(ctx))
+		qps_tx_poll_rx(ctx);
+
+	pthread_mutex_lock(&ctx->rx.lock);
+	ret = qps_rx_take_locked(ep, flags, o);
+	pthread_mutex_unlock(&ctx->rx.lock);
+	return ret;
+}
+
 /* The receive loop, counted in rx.inside once it may linger (spinning or
  * asleep): qps_ctx_destroy waits for such calls to leave before it frees
  * what they touch. A call that finds its datagram at once is not counted. */
@@ -1026,7 +1056,11 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 {
 	struct qps_ctx *ctx = ep->ctx;
 	bool inside = false;
-	ssize_t ret = qps_rx_rounds(ep, flags, o, tmo, dontwait, &inside);
+	ssize_t ret = qps_rx_try(ep, flags, o);
+
+	if (ret != -EAGAIN || dontwait)
+		return ret;
+	ret = qps_rx_rounds(ep, flags, o, tmo, &inside);
 
 	if (inside) {
 		pthread_mutex_lock(&ctx->rx.lock);
@@ -1036,10 +1070,10 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 	return ret;
 }
 
-ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
-		     struct sockaddr *src, socklen_t *src_len)
+/* qps_recvfrom's body, for it and qps_recv: one errno guard a call. */
+static ssize_t qps_rx_from(struct qps_ep *ep, void *buf, size_t len,
+			   int flags, struct sockaddr *src, socklen_t *src_len)
 {
-	QPS_ERRNO_GUARD;
 	struct qps_rx_out o = {
 		.buf = buf, .len = len, .src = src, .src_len = src_len,
 	};
@@ -1057,10 +1091,17 @@ ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
 			   ep->nonblock || (flags & QPS_MSG_DONTWAIT));
 }
 
+ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
+		     struct sockaddr *src, socklen_t *src_len)
+{
+	QPS_ERRNO_GUARD;
+	return qps_rx_from(ep, buf, len, flags, src, src_len);
+}
+
 ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags)
 {
 	QPS_ERRNO_GUARD;
-	return qps_recvfrom(ep, buf, len, flags, NULL, NULL);
+	return qps_rx_from(ep, buf, len, flags, NULL, NULL);
 }
 
 ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags)
