@@ -605,12 +605,16 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
  * over thousands of groups misses on every rule): prefetch the frames;
  * parse them and prefetch their table slots, following the slot of the
  * datagram QPS_RX_PF_LAG back (by now in cache) to prefetch its rule;
- * demultiplex.
+ * demultiplex. The table passes are skipped while the tables are small
+ * enough to stay in cache, and the 4-tuple keys while nothing is
+ * connected (qps_demux_keyed, qps_demux_prefetching).
  */
 static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc,
 			 const struct qps_wc_ts *wts, int n)
 {
 	struct qps_rx_item it[QPS_RX_POLL_BATCH];
+	bool keyed = qps_demux_keyed(ctx);
+	bool pf = qps_demux_prefetching(ctx);
 	int i;
 
 	for (i = 0; i < n; i++)
@@ -619,15 +623,16 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc,
 							   (uint32_t)wc[i].wr_id));
 	for (i = 0; i < n; i++) {
 		qps_rx_check(ctx, &wc[i], &it[i]);
-		if (it[i].ok) {
-			it[i].key = qps_demux_key(&it[i].fi);
+		it[i].key = keyed && it[i].ok ? qps_demux_key(&it[i].fi) : 0;
+		if (!pf)
+			continue;
+		if (it[i].ok)
 			qps_demux_prefetch(ctx, &it[i].fi, it[i].key, 0);
-		}
 		if (i >= QPS_RX_PF_LAG && it[i - QPS_RX_PF_LAG].ok)
 			qps_demux_prefetch(ctx, &it[i - QPS_RX_PF_LAG].fi,
 					   it[i - QPS_RX_PF_LAG].key, 1);
 	}
-	for (i = n > QPS_RX_PF_LAG ? n - QPS_RX_PF_LAG : 0; i < n; i++)
+	for (i = n > QPS_RX_PF_LAG ? n - QPS_RX_PF_LAG : 0; pf && i < n; i++)
 		if (it[i].ok)
 			qps_demux_prefetch(ctx, &it[i].fi, it[i].key, 1);
 	for (i = 0; i < n; i++) {
