@@ -421,34 +421,41 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts)
 {
 	struct qps_ctx *ctx = ep->ctx;
+	struct qps_stats *st = ctx->st;
+	struct qps_stat_ep *sb = ep->sb;
+	uint32_t n = ep->rxq_count, pos;
 	struct qps_rxd *d;
-	uint32_t pos;
 
-	if (ep->rxq_count >= ep->rcvbuf) {
-		ctx->st->rx_queue_full++;
-		ep->sb->rx_queue_full++;
+	if (n >= ep->rcvbuf) {
+		st->rx_queue_full++;
+		sb->rx_queue_full++;
 		return false;
 	}
-	pos = (ep->rxq_head + ep->rxq_count) % ep->rxq_cap;
+	/* rxq_head < rxq_cap and n < rxq_cap: one wrap at most. */
+	pos = ep->rxq_head + n;
+	if (pos >= ep->rxq_cap)
+		pos -= ep->rxq_cap;
 	d = &ep->rxq[pos];
-	d->buf = buf;
-	d->off = (uint16_t)(fi->payload - qps_rx_buf_addr(ctx, buf));
-	d->len = (uint16_t)fi->payload_len;
-	d->saddr = fi->hdr.saddr;
-	d->sport = fi->hdr.sport;
-	d->meta = 0;
+	*d = (struct qps_rxd){
+		.buf = buf,
+		.off = (uint16_t)(fi->payload - qps_rx_buf_addr(ctx, buf)),
+		.len = (uint16_t)fi->payload_len,
+		.saddr = fi->hdr.saddr,
+		.sport = fi->hdr.sport,
+	};
 	if (ep->rxts && (ep->pktinfo || (ep->ts_flags & QPS_TS_RX_MASK)))
 		qps_rxq_stamp_locked(ep, pos, d, ts);
 	qps_rx_buf_get_locked(ctx, buf);
-	ctx->st->rx_packets++;
-	ctx->st->rx_bytes += fi->payload_len;
-	ep->sb->rx_packets++;
-	ep->sb->rx_bytes += fi->payload_len;
-	if (ep->rxq_count++ == 0)
+	st->rx_packets++;
+	st->rx_bytes += fi->payload_len;
+	sb->rx_packets++;
+	sb->rx_bytes += fi->payload_len;
+	ep->rxq_count = ++n;
+	if (n == 1)
 		qps_ep_signal(ep);
-	ep->sb->rxq_depth = ep->rxq_count;
-	if (ep->rxq_count > ep->sb->rxq_hwm)
-		ep->sb->rxq_hwm = ep->rxq_count;
+	sb->rxq_depth = n;
+	if (n > sb->rxq_hwm)
+		sb->rxq_hwm = n;
 	return true;
 }
 
@@ -764,7 +771,8 @@ void qps_rxq_drain_locked(struct qps_ep *ep)
 
 	while (ep->rxq_count) {
 		qps_rx_buf_put_locked(ctx, ep->rxq[ep->rxq_head].buf);
-		ep->rxq_head = (ep->rxq_head + 1) % ep->rxq_cap;
+		if (++ep->rxq_head == ep->rxq_cap)
+			ep->rxq_head = 0;
 		ep->rxq_count--;
 	}
 	qps_rx_repost_flush(ctx);
@@ -806,6 +814,40 @@ static void qps_rxd_dst(struct qps_ctx *ctx, const struct qps_rxd *d,
 	memcpy(&dst->sin_port, f + d->off - QPS_UDP_HLEN + 2, 2);
 }
 
+static struct sockaddr_in qps_rxd_src(const struct qps_rxd *d)
+{
+	struct sockaddr_in sin;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = d->saddr;
+	sin.sin_port = d->sport;
+	return sin;
+}
+
+/* What recvmsg reports besides the data, of the datagram @d at @pos. */
+static void qps_rxd_msg(struct qps_ep *ep, uint32_t pos,
+			const struct qps_rxd *d, bool trunc,
+			struct qps_rxmsg *m)
+{
+	m->src = qps_rxd_src(d);
+	m->flags = trunc ? QPS_RXMSG_TRUNC : 0;
+	memset(&m->dst, 0, sizeof(m->dst));
+	m->ifindex = 0;
+	m->ts_ns = 0;
+	if (d->meta & QPS_RXD_PKTINFO) {
+		m->flags |= QPS_RXMSG_PKTINFO;
+		qps_rxd_dst(ep->ctx, d, &m->dst);
+		m->ifindex = QPS_IFINDEX;
+	}
+	if (d->meta)
+		m->ts_ns = ep->rxts[pos];
+	if (d->meta & QPS_RXD_TS_SW)
+		m->flags |= QPS_RXMSG_TS_SOFTWARE;
+	if (d->meta & QPS_RXD_TS_DEV)
+		m->flags |= QPS_RXMSG_TS_DEVICE;
+}
+
 static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 				  const struct qps_rx_out *o)
 {
@@ -814,44 +856,24 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 	struct qps_rxd d = ep->rxq[pos];
 	bool trunc = o->len < d.len;
 	size_t n = trunc ? o->len : d.len;
-	struct qps_rxmsg *m = o->msg;
-	struct sockaddr_in sin;
 
 	if (n)
 		memcpy(o->buf, qps_rx_buf_addr(ctx, d.buf) + d.off, n);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = d.saddr;
-	sin.sin_port = d.sport;
 	if (o->src) {
+		struct sockaddr_in sin = qps_rxd_src(&d);
+
 		memcpy(o->src, &sin, *o->src_len < sizeof(sin) ?
 		       *o->src_len : sizeof(sin));
 		*o->src_len = sizeof(sin);
 	}
-	if (m) {
-		m->src = sin;
-		m->flags = trunc ? QPS_RXMSG_TRUNC : 0;
-		memset(&m->dst, 0, sizeof(m->dst));
-		m->ifindex = 0;
-		m->ts_ns = 0;
-		if (d.meta & QPS_RXD_PKTINFO) {
-			m->flags |= QPS_RXMSG_PKTINFO;
-			qps_rxd_dst(ctx, &d, &m->dst);
-			m->ifindex = QPS_IFINDEX;
-		}
-		if (d.meta)
-			m->ts_ns = ep->rxts[pos];
-		if (d.meta & QPS_RXD_TS_SW)
-			m->flags |= QPS_RXMSG_TS_SOFTWARE;
-		if (d.meta & QPS_RXD_TS_DEV)
-			m->flags |= QPS_RXMSG_TS_DEVICE;
-	}
+	if (o->msg)
+		qps_rxd_msg(ep, pos, &d, trunc, o->msg);
 	if (!(flags & QPS_MSG_PEEK)) {
 		if (trunc) {
 			ctx->st->rx_truncated++;
 			ep->sb->rx_truncated++;
 		}
-		ep->rxq_head = (ep->rxq_head + 1) % ep->rxq_cap;
+		ep->rxq_head = pos + 1 < ep->rxq_cap ? pos + 1 : 0;
 		ep->sb->rxq_depth = --ep->rxq_count;
 		qps_rx_buf_put_locked(ctx, d.buf);
 		if (!ep->rxq_count) {
@@ -933,7 +955,9 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 static inline __attribute__((always_inline)) ssize_t
 qps_rx_take_locked(struct qps_ep *ep, int flags, const struct qps_rx_out *o)
 {
-	if (qps_ep_check(ep) < 0)
+	/* A close marks @ep closed holding rx.lock, which we hold: the
+	 * state is read as it stands (the fork check was the call's). */
+	if (__atomic_load_n(&ep->state, __ATOMIC_RELAXED) != QPS_EP_OPEN)
 		return -EBADF;
 	if (ep->rd_shut && !ep->rxq_count)
 		return 0;
@@ -1053,19 +1077,15 @@ static ssize_t qps_rx_try(struct qps_ep *ep, int flags,
 	return ret;
 }
 
-/* The receive loop, counted in rx.inside once it may linger (spinning or
+/* The rounds, counted in rx.inside once they may linger (spinning or
  * asleep): qps_ctx_destroy waits for such calls to leave before it frees
  * what they touch. A call that finds its datagram at once is not counted. */
-static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
-			   const struct qps_rx_out *o, int tmo, bool dontwait)
+static ssize_t qps_rx_wait(struct qps_ep *ep, int flags,
+			   const struct qps_rx_out *o, int tmo)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	bool inside = false;
-	ssize_t ret = qps_rx_try(ep, flags, o);
-
-	if (ret != -EAGAIN || dontwait)
-		return ret;
-	ret = qps_rx_rounds(ep, flags, o, tmo, &inside);
+	ssize_t ret = qps_rx_rounds(ep, flags, o, tmo, &inside);
 
 	if (inside) {
 		pthread_mutex_lock(&ctx->rx.lock);
@@ -1075,9 +1095,23 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 	return ret;
 }
 
+/* The receive loop: a first round, then the waiting ones if it found
+ * nothing and the caller may wait. */
+static inline __attribute__((always_inline)) ssize_t
+qps_rx_loop(struct qps_ep *ep, int flags, const struct qps_rx_out *o,
+	    int tmo, bool dontwait)
+{
+	ssize_t ret = qps_rx_try(ep, flags, o);
+
+	if (ret != -EAGAIN || dontwait)
+		return ret;
+	return qps_rx_wait(ep, flags, o, tmo);
+}
+
 /* qps_recvfrom's body, for it and qps_recv: one errno guard a call. */
-static ssize_t qps_rx_from(struct qps_ep *ep, void *buf, size_t len,
-			   int flags, struct sockaddr *src, socklen_t *src_len)
+static inline __attribute__((always_inline)) ssize_t
+qps_rx_from(struct qps_ep *ep, void *buf, size_t len, int flags,
+	    struct sockaddr *src, socklen_t *src_len)
 {
 	struct qps_rx_out o = {
 		.buf = buf, .len = len, .src = src, .src_len = src_len,
