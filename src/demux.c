@@ -161,15 +161,21 @@ void qps_conn_clear_locked(struct qps_ep *ep)
 
 /* --- the receive path, inside an epoch section ------------------- */
 
-struct qps_ep *qps_bind_first(struct qps_ctx *ctx, uint16_t port)
+static inline struct qps_ep *qps_bind_head(struct qps_ctx *ctx,
+					   uint16_t port)
 {
 	/* Pairs with QPS_RCU_STORE in qps_bind_(un)link_locked. */
 	return QPS_RCU_LOAD(ctx->dmx.bind_tab[ntohs(port) % QPS_BIND_BUCKETS]);
 }
 
+struct qps_ep *qps_bind_first(struct qps_ctx *ctx, uint16_t port)
+{
+	return qps_bind_head(ctx, port);
+}
+
 /* How well a bound endpoint matches: -1 no, else higher is more specific. */
-static int qps_bound_score(const struct qps_ep *ep,
-			   const struct qps_frame_hdr *h)
+static inline __attribute__((always_inline)) int
+qps_bound_score(const struct qps_ep *ep, const struct qps_frame_hdr *h)
 {
 	const struct qps_conn *c;
 	int score = 0;
@@ -264,7 +270,7 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 static void qps_demux_bcast(struct qps_ctx *ctx, uint32_t buf,
 			    const struct qps_frame_info *fi, uint64_t *ts)
 {
-	struct qps_ep *ep = qps_bind_first(ctx, fi->hdr.dport);
+	struct qps_ep *ep = qps_bind_head(ctx, fi->hdr.dport);
 	uint32_t hit = 0, queued = 0;
 
 	/* Pairs with QPS_RCU_STORE in qps_bind_(un)link_locked. */
@@ -304,7 +310,7 @@ static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
 		ctx->st->rx_demux_connected++;
 		return;
 	}
-	ep = qps_bind_first(ctx, h->dport);
+	ep = qps_bind_head(ctx, h->dport);
 	for (; ep; ep = QPS_RCU_LOAD(ep->bind_next)) {
 		int s = qps_bound_score(ep, h);
 

@@ -263,19 +263,24 @@ _Static_assert((uint64_t)QPS_MAX_EP + 1 <
 		       1ull << (8 * sizeof(((struct qps_rx *)0)->ref[0])),
 	       "rx.ref cannot count every endpoint holding one buffer");
 
+/* A receive buffer nobody holds any more goes back to the device. */
+static void qps_rx_buf_free_locked(struct qps_ctx *ctx, uint32_t buf)
+{
+	/* The QP is failed: a buffer posted now would be flushed at once,
+	 * and progress would chase it forever. qp_recover.c reposts it. */
+	if (ctx->rx.qp_err)
+		return;
+	qps_rx_repost_add(ctx, buf);
+}
+
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 {
 	if (buf >= ctx->rx.depth) {
 		qps_rx_big_put(ctx, buf - ctx->rx.depth);
 		return;
 	}
-	if (--ctx->rx.ref[buf])
-		return;
-	/* The QP is failed: a buffer posted now would be flushed at once,
-	 * and progress would chase it forever. qp_recover.c reposts it. */
-	if (ctx->rx.qp_err)
-		return;
-	qps_rx_repost_add(ctx, buf);
+	if (!--ctx->rx.ref[buf])
+		qps_rx_buf_free_locked(ctx, buf);
 }
 
 int qps_rx_refill_locked(struct qps_ctx *ctx)
@@ -573,8 +578,10 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 	}
 	it->buf = (uint32_t)wc->wr_id;
 	it->dg = it->buf;
-	/* Progress holds a reference while it demultiplexes. */
-	ctx->rx.ref[it->buf] = 1;
+	/* Progress holds no reference of its own: under rx.lock nothing
+	 * drops one before the batch ends, and then a buffer that no
+	 * endpoint took goes back (qps_rx_batch). */
+	ctx->rx.ref[it->buf] = 0;
 	if (wc->status != IBV_WC_SUCCESS || wc->byte_len > ctx->rx.buf_size) {
 		ctx->st->rx_errors++;
 		/* An error completion: the QP is in the error state. Written
@@ -649,8 +656,8 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc,
 			qps_demux(ctx, it[i].dg, &it[i].fi, it[i].key);
 		if (it[i].dg != it[i].buf)
 			qps_rx_buf_put_locked(ctx, it[i].dg);
-		if (it[i].buf != UINT32_MAX)
-			qps_rx_buf_put_locked(ctx, it[i].buf);
+		if (it[i].buf != UINT32_MAX && !ctx->rx.ref[it[i].buf])
+			qps_rx_buf_free_locked(ctx, it[i].buf);
 	}
 }
 
