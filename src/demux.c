@@ -97,6 +97,14 @@ void qps_bind_unlink_locked(struct qps_ep *ep)
 	}
 }
 
+/* Writers hold ctl_lock; the receive path reads it as a hint only:
+ * whatever it reads, the bound lookup finds a connected endpoint too. */
+static void qps_conn_count(struct qps_ctx *ctx, int d)
+{
+	__atomic_store_n(&ctx->dmx.nconn, ctx->dmx.nconn + (uint32_t)d,
+			 __ATOMIC_RELAXED);
+}
+
 static void qps_conn_unlink(struct qps_ctx *ctx, struct qps_conn *c)
 {
 	struct qps_conn **pp;
@@ -106,6 +114,7 @@ static void qps_conn_unlink(struct qps_ctx *ctx, struct qps_conn *c)
 	for (; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			QPS_RCU_STORE(*pp, c->next);
+			qps_conn_count(ctx, -1);
 			return;
 		}
 	}
@@ -130,6 +139,7 @@ int qps_conn_set_locked(struct qps_ep *ep, uint32_t peer, uint16_t pport)
 	/* The newest connection goes first: it is the one the fast path
 	 * sees. Release (seq-cst): @c is complete before it is found. */
 	QPS_RCU_STORE(*b, c);
+	qps_conn_count(ctx, 1);
 	QPS_RCU_STORE(ep->conn, c);
 	if (old) {
 		qps_conn_unlink(ctx, old);
@@ -151,15 +161,21 @@ void qps_conn_clear_locked(struct qps_ep *ep)
 
 /* --- the receive path, inside an epoch section ------------------- */
 
-struct qps_ep *qps_bind_first(struct qps_ctx *ctx, uint16_t port)
+static inline struct qps_ep *qps_bind_head(struct qps_ctx *ctx,
+					   uint16_t port)
 {
 	/* Pairs with QPS_RCU_STORE in qps_bind_(un)link_locked. */
 	return QPS_RCU_LOAD(ctx->dmx.bind_tab[ntohs(port) % QPS_BIND_BUCKETS]);
 }
 
+struct qps_ep *qps_bind_first(struct qps_ctx *ctx, uint16_t port)
+{
+	return qps_bind_head(ctx, port);
+}
+
 /* How well a bound endpoint matches: -1 no, else higher is more specific. */
-static int qps_bound_score(const struct qps_ep *ep,
-			   const struct qps_frame_hdr *h)
+static inline __attribute__((always_inline)) int
+qps_bound_score(const struct qps_ep *ep, const struct qps_frame_hdr *h)
 {
 	const struct qps_conn *c;
 	int score = 0;
@@ -254,7 +270,7 @@ static void qps_demux_mcast(struct qps_ctx *ctx, uint32_t buf,
 static void qps_demux_bcast(struct qps_ctx *ctx, uint32_t buf,
 			    const struct qps_frame_info *fi, uint64_t *ts)
 {
-	struct qps_ep *ep = qps_bind_first(ctx, fi->hdr.dport);
+	struct qps_ep *ep = qps_bind_head(ctx, fi->hdr.dport);
 	uint32_t hit = 0, queued = 0;
 
 	/* Pairs with QPS_RCU_STORE in qps_bind_(un)link_locked. */
@@ -282,8 +298,11 @@ static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
 	int best_s = -1;
 
 	/* Only the bucket's first entry: no chain walk on the fast path.
-	 * Pairs with QPS_RCU_STORE in qps_conn_set_locked/_unlink. */
-	c = QPS_RCU_LOAD(ctx->dmx.conn_tab[key & ctx->dmx.conn_mask]);
+	 * Pairs with QPS_RCU_STORE in qps_conn_set_locked/_unlink. With no
+	 * connection at all there is no bucket to look at (the hint may be
+	 * stale: the bound lookup below finds a connected endpoint too). */
+	c = !__atomic_load_n(&ctx->dmx.nconn, __ATOMIC_RELAXED) ? NULL :
+		QPS_RCU_LOAD(ctx->dmx.conn_tab[key & ctx->dmx.conn_mask]);
 	if (c && c->saddr == h->saddr && c->sport == h->sport &&
 	    c->dport == h->dport &&
 	    (c->daddr == INADDR_ANY || c->daddr == h->daddr)) {
@@ -291,7 +310,7 @@ static void qps_demux_ucast(struct qps_ctx *ctx, uint32_t buf,
 		ctx->st->rx_demux_connected++;
 		return;
 	}
-	ep = qps_bind_first(ctx, h->dport);
+	ep = qps_bind_head(ctx, h->dport);
 	for (; ep; ep = QPS_RCU_LOAD(ep->bind_next)) {
 		int s = qps_bound_score(ep, h);
 
@@ -316,6 +335,22 @@ uint32_t qps_demux_key(const struct qps_frame_info *fi)
 	if (IN_MULTICAST(daddr) || daddr == INADDR_BROADCAST)
 		return 0;
 	return qps_conn_hash(h->saddr, h->sport, h->dport);
+}
+
+bool qps_demux_keyed(const struct qps_ctx *ctx)
+{
+	return __atomic_load_n(&ctx->dmx.nconn, __ATOMIC_RELAXED) != 0;
+}
+
+/* Entries (connections and rules) that a hot poller keeps in cache
+ * anyway: their table slots and objects take a few KiB. */
+#define QPS_DEMUX_PF_MIN 64u
+
+bool qps_demux_prefetching(const struct qps_ctx *ctx)
+{
+	return __atomic_load_n(&ctx->dmx.nconn, __ATOMIC_RELAXED) +
+		       __atomic_load_n(&ctx->dmx.mc_nrules,
+				       __ATOMIC_RELAXED) > QPS_DEMUX_PF_MIN;
 }
 
 void qps_demux_prefetch(struct qps_ctx *ctx, const struct qps_frame_info *fi,

@@ -125,6 +125,8 @@ struct qps_demux {
 	struct qps_ep *bind_tab[QPS_BIND_BUCKETS];	/* RCU */
 	struct qps_conn **conn_tab;	/* RCU buckets */
 	uint32_t conn_mask;
+	uint32_t nconn;			/* atomic: in conn_tab, a hint for
+					 * the receive path (demux.c) */
 	struct qps_mc_tab *mc_tab;	/* RCU */
 	struct qps_mc_groups *mc_groups; /* UD: groups attached (mcast.c) */
 	uint32_t mc_nrules;		/* atomic: rules now, a hint for
@@ -148,6 +150,11 @@ void qps_demux_prefetch(struct qps_ctx *ctx, const struct qps_frame_info *fi,
 /* The 4-tuple hash a unicast datagram is looked up by (0 for the others,
  * which are looked up by group). */
 uint32_t qps_demux_key(const struct qps_frame_info *fi);
+/* Whether a batch's datagrams need their keys (some endpoint is
+ * connected), and whether prefetching their table entries pays (the
+ * tables are too large to stay in cache); read once per batch. */
+bool qps_demux_keyed(const struct qps_ctx *ctx);
+bool qps_demux_prefetching(const struct qps_ctx *ctx);
 uint32_t qps_conn_hash(uint32_t saddr, uint16_t sport, uint16_t dport);
 int qps_conn_set_locked(struct qps_ep *ep, uint32_t peer, uint16_t pport);
 void qps_conn_clear_locked(struct qps_ep *ep);

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 /*
@@ -261,6 +262,50 @@ bad_saddr(const uint8_t *a)
 	       !memcmp(a, bcast, 4);
 }
 
+static inline uint32_t be32_load(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+/* The EtherType and the IPv4 version and header length of a frame with
+ * no IPv4 options: 0x0800 then 0x45, as one big-endian 24-bit value. */
+#define QPS_ETH_IP_VHL5 0x080045u
+
+/* The headers up to the IPv4 header length, checked one by one: a frame
+ * that is not plain IPv4 without options, or too short for it. */
+static enum qps_rx_reason frame_parse_head(const uint8_t *eth, size_t len,
+					   size_t *ihl)
+{
+	const uint8_t *ip = eth + QPS_ETH_HLEN;
+
+	if (len < QPS_ETH_HLEN)
+		return QPS_RX_SHORT_ETH;
+	if (qps_be16_get(eth + 12) != QPS_ETH_P_IP)
+		return QPS_RX_NOT_IPV4;
+	len -= QPS_ETH_HLEN;
+	if (len < QPS_IP_HLEN)
+		return QPS_RX_SHORT_IP;
+	if (ip[QPS_IPOFF_VHL] >> 4 != 4)
+		return QPS_RX_BAD_VERSION;
+	*ihl = (size_t)(ip[QPS_IPOFF_VHL] & 0x0f) * 4;
+	if (*ihl < QPS_IP_HLEN || *ihl > len)
+		return QPS_RX_BAD_IHL;
+	return QPS_RX_OK;
+}
+
+/* Fields that lie next to each other in the frame and in the header, so
+ * that each group is copied at once. */
+_Static_assert(offsetof(struct qps_frame_hdr, src_mac) ==
+		       offsetof(struct qps_frame_hdr, dst_mac) + 6 &&
+	       offsetof(struct qps_frame_hdr, daddr) ==
+		       offsetof(struct qps_frame_hdr, saddr) + 4 &&
+	       offsetof(struct qps_frame_hdr, dport) ==
+		       offsetof(struct qps_frame_hdr, sport) + 2,
+	       "qps_frame_hdr no longer mirrors the frame's field order");
+
 /*
  * Each check guards the reads of the next one, so no byte outside
  * [frame, frame + len) is ever read. The IPv4 header checksum is checked
@@ -269,29 +314,32 @@ bad_saddr(const uint8_t *a)
  * UDP checksum, which reads the whole payload, comes last. With
  * @dev_ok the device has checked both sums over this frame: the
  * structure is still checked, the sums are not taken again.
+ *
+ * Where two checks are taken at once (a plain IPv4 header; a UDP
+ * datagram that is not a fragment), a frame that fails them is looked at
+ * one check at a time, so it is rejected for the same reason as if each
+ * had been made alone, in the order above.
  */
 static inline __attribute__((always_inline)) enum qps_rx_reason
 frame_parse(const void *frame, size_t len, bool dev_ok,
 	    struct qps_frame_info *info)
 {
 	const uint8_t *eth = frame;
-	const uint8_t *ip, *udp;
+	const uint8_t *ip = eth + QPS_ETH_HLEN, *udp;
 	size_t ihl, tot_len, udp_len;
-	uint16_t frag, csum;
+	uint32_t frag_proto;
+	uint16_t csum;
 
-	if (len < QPS_ETH_HLEN)
-		return QPS_RX_SHORT_ETH;
-	if (qps_be16_get(eth + 12) != QPS_ETH_P_IP)
-		return QPS_RX_NOT_IPV4;
-	ip = eth + QPS_ETH_HLEN;
+	if (len >= QPS_ETH_HLEN + QPS_IP_HLEN &&
+	    be32_load(eth + 12) >> 8 == QPS_ETH_IP_VHL5) {
+		ihl = QPS_IP_HLEN;
+	} else {
+		enum qps_rx_reason why = frame_parse_head(eth, len, &ihl);
+
+		if (why != QPS_RX_OK)
+			return why;
+	}
 	len -= QPS_ETH_HLEN;
-	if (len < QPS_IP_HLEN)
-		return QPS_RX_SHORT_IP;
-	if (ip[QPS_IPOFF_VHL] >> 4 != 4)
-		return QPS_RX_BAD_VERSION;
-	ihl = (size_t)(ip[QPS_IPOFF_VHL] & 0x0f) * 4;
-	if (ihl < QPS_IP_HLEN || ihl > len)
-		return QPS_RX_BAD_IHL;
 	if (!dev_ok && qps_csum_fold(qps_csum_partial(ip, ihl, 0)) != 0)
 		return QPS_RX_BAD_IP_CSUM;
 	tot_len = qps_be16_get(ip + QPS_IPOFF_TOTLEN);
@@ -299,11 +347,15 @@ frame_parse(const void *frame, size_t len, bool dev_ok,
 		return QPS_RX_BAD_TOTLEN;
 	if (bad_saddr(ip + QPS_IPOFF_SADDR))
 		return QPS_RX_BAD_SADDR;
-	if (ip[QPS_IPOFF_PROTO] != QPS_IPPROTO_UDP)
-		return QPS_RX_NOT_UDP;
-	frag = qps_be16_get(ip + QPS_IPOFF_FRAG);
-	if (frag & (QPS_IP_MF | QPS_IP_OFFMASK))
+	/* Flags and offset, TTL, protocol: UDP, and neither MF nor an
+	 * offset (DF and the reserved bit may be anything). */
+	frag_proto = be32_load(ip + QPS_IPOFF_FRAG);
+	if ((frag_proto & ((uint32_t)(QPS_IP_MF | QPS_IP_OFFMASK) << 16 |
+			   0xff)) != QPS_IPPROTO_UDP) {
+		if (ip[QPS_IPOFF_PROTO] != QPS_IPPROTO_UDP)
+			return QPS_RX_NOT_UDP;
 		return QPS_RX_FRAGMENT;
+	}
 
 	udp = ip + ihl;
 	if (tot_len - ihl < QPS_UDP_HLEN)
@@ -325,13 +377,13 @@ frame_parse(const void *frame, size_t len, bool dev_ok,
 
 	if (info) {
 		struct qps_frame_hdr *h = &info->hdr;
+		uint8_t *hb = (uint8_t *)h;
 
-		memcpy(h->dst_mac, eth, 6);
-		memcpy(h->src_mac, eth + 6, 6);
-		memcpy(&h->saddr, ip + QPS_IPOFF_SADDR, 4);
-		memcpy(&h->daddr, ip + QPS_IPOFF_DADDR, 4);
-		memcpy(&h->sport, udp + QPS_UDPOFF_SPORT, 2);
-		memcpy(&h->dport, udp + QPS_UDPOFF_DPORT, 2);
+		memcpy(hb + offsetof(struct qps_frame_hdr, dst_mac), eth, 12);
+		memcpy(hb + offsetof(struct qps_frame_hdr, saddr),
+		       ip + QPS_IPOFF_SADDR, 8);
+		memcpy(hb + offsetof(struct qps_frame_hdr, sport),
+		       udp + QPS_UDPOFF_SPORT, 4);
 		memcpy(&h->ip_id, ip + QPS_IPOFF_ID, 2);
 		h->ttl = ip[QPS_IPOFF_TTL];
 		h->tos = ip[QPS_IPOFF_TOS];

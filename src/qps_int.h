@@ -215,6 +215,8 @@ int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause);
  * doorbells rung: a send queue with nothing unrung, nothing in flight and
  * no failed QP is skipped without its lock. */
 int qps_tx_poll_rx(struct qps_ctx *ctx);
+/* Whether qps_tx_poll_rx would skip every send queue (the same hint). */
+bool qps_tx_idle_all(const struct qps_ctx *ctx);
 
 /* doorbell.c: the bounded-delay flusher (per send queue: sq.h) */
 int qps_db_init(struct qps_ctx *ctx);

@@ -88,6 +88,77 @@ static void qps_rx_buf_get_locked(struct qps_ctx *ctx, uint32_t buf)
 		ctx->rx.ref[buf]++;
 }
 
+/*
+ * Buffers freed and not yet posted again, kept as one ready WR chain so
+ * that they go back to the device in one post_recv instead of one each.
+ * They are posted before every poll of the CQ, when the chain is full,
+ * and when a receive empties an endpoint's queue (the application has
+ * caught up with the device): a buffer is never held back across a poll,
+ * and at most @max of them while the application is still behind.
+ */
+struct qps_rx_repost {
+	uint32_t n, max;
+	struct ibv_recv_wr wr[QPS_RX_POLL_BATCH];
+	struct ibv_sge sge[QPS_RX_POLL_BATCH];
+};
+
+static int qps_rx_repost_init(struct qps_ctx *ctx)
+{
+	struct qps_rx_repost *rp = calloc(1, sizeof(*rp));
+	uint32_t i;
+
+	if (!rp)
+		return -ENOMEM;
+	/* A quarter of the ring at most: a device that fills buffers while
+	 * the poller is away keeps most of them. */
+	rp->max = ctx->rx.depth / 4;
+	if (rp->max > QPS_RX_POLL_BATCH)
+		rp->max = QPS_RX_POLL_BATCH;
+	if (!rp->max)
+		rp->max = 1;
+	for (i = 0; i < QPS_RX_POLL_BATCH; i++) {
+		rp->sge[i].length = ctx->rx.buf_size;
+		rp->sge[i].lkey = ctx->rx.mr->lkey;
+		rp->wr[i].sg_list = &rp->sge[i];
+		rp->wr[i].num_sge = 1;
+		rp->wr[i].next = i + 1 < QPS_RX_POLL_BATCH ? &rp->wr[i + 1] :
+			NULL;
+	}
+	ctx->rx.repost = rp;
+	return 0;
+}
+
+/* Post what the chain holds; a buffer the device refused is counted and
+ * lost until the next refill, as a single post would have lost it. */
+static void qps_rx_repost_flush(struct qps_ctx *ctx)
+{
+	struct qps_rx_repost *rp = ctx->rx.repost;
+	struct ibv_recv_wr *bad = NULL, *last;
+	uint32_t n = rp->n;
+
+	if (!n)
+		return;
+	rp->n = 0;
+	/* The QP is failed: qp_recover.c reposts every free buffer. */
+	if (ctx->rx.qp_err)
+		return;
+	last = &rp->wr[n - 1];
+	last->next = NULL;
+	if (ctx->ops->post_recv(ctx->qp, rp->wr, &bad) < 0)
+		ctx->st->rx_errors += bad ? (uint64_t)(last - bad) + 1 : n;
+	last->next = n < QPS_RX_POLL_BATCH ? last + 1 : NULL;
+}
+
+static void qps_rx_repost_add(struct qps_ctx *ctx, uint32_t buf)
+{
+	struct qps_rx_repost *rp = ctx->rx.repost;
+
+	rp->wr[rp->n].wr_id = buf;
+	rp->sge[rp->n].addr = (uintptr_t)qps_rx_buf_addr(ctx, buf);
+	if (++rp->n >= rp->max)
+		qps_rx_repost_flush(ctx);
+}
+
 static int qps_rx_post(struct qps_ctx *ctx, uint32_t buf)
 {
 	struct ibv_sge sge = {
@@ -150,6 +221,9 @@ int qps_rx_init(struct qps_ctx *ctx)
 	ret = ctx->ops->reg_mr(ctx->dev, ctx->rx.buf, len, &ctx->rx.mr);
 	if (ret < 0)
 		return ret;
+	ret = qps_rx_repost_init(ctx);
+	if (ret < 0)
+		return ret;
 	for (i = 0; i < ctx->rx.depth; i++) {
 		ret = qps_rx_post(ctx, i);
 		if (ret < 0)
@@ -169,6 +243,8 @@ void qps_rx_fini(struct qps_ctx *ctx)
 	else
 		free(ctx->rx.buf);
 	free(ctx->rx.ref);
+	free(ctx->rx.repost);
+	ctx->rx.repost = NULL;
 	qps_ipfrag_fini(&ctx->rx.frag);
 	/* Every endpoint queue was drained: no slot is referenced. */
 	free(ctx->rx.big);
@@ -187,20 +263,24 @@ _Static_assert((uint64_t)QPS_MAX_EP + 1 <
 		       1ull << (8 * sizeof(((struct qps_rx *)0)->ref[0])),
 	       "rx.ref cannot count every endpoint holding one buffer");
 
+/* A receive buffer nobody holds any more goes back to the device. */
+static void qps_rx_buf_free_locked(struct qps_ctx *ctx, uint32_t buf)
+{
+	/* The QP is failed: a buffer posted now would be flushed at once,
+	 * and progress would chase it forever. qp_recover.c reposts it. */
+	if (ctx->rx.qp_err)
+		return;
+	qps_rx_repost_add(ctx, buf);
+}
+
 void qps_rx_buf_put_locked(struct qps_ctx *ctx, uint32_t buf)
 {
 	if (buf >= ctx->rx.depth) {
 		qps_rx_big_put(ctx, buf - ctx->rx.depth);
 		return;
 	}
-	if (--ctx->rx.ref[buf])
-		return;
-	/* The QP is failed: a buffer posted now would be flushed at once,
-	 * and progress would chase it forever. qp_recover.c reposts it. */
-	if (ctx->rx.qp_err)
-		return;
-	if (qps_rx_post(ctx, buf) < 0)
-		ctx->st->rx_errors++;
+	if (!--ctx->rx.ref[buf])
+		qps_rx_buf_free_locked(ctx, buf);
 }
 
 int qps_rx_refill_locked(struct qps_ctx *ctx)
@@ -208,6 +288,8 @@ int qps_rx_refill_locked(struct qps_ctx *ctx)
 	uint32_t i;
 	int ret = 0;
 
+	/* The chain's buffers are free: the loop below posts them. */
+	ctx->rx.repost->n = 0;
 	for (i = 0; i < ctx->rx.depth; i++) {
 		if (ctx->rx.ref[i])
 			continue;
@@ -344,34 +426,41 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts)
 {
 	struct qps_ctx *ctx = ep->ctx;
+	struct qps_stats *st = ctx->st;
+	struct qps_stat_ep *sb = ep->sb;
+	uint32_t n = ep->rxq_count, pos;
 	struct qps_rxd *d;
-	uint32_t pos;
 
-	if (ep->rxq_count >= ep->rcvbuf) {
-		ctx->st->rx_queue_full++;
-		ep->sb->rx_queue_full++;
+	if (n >= ep->rcvbuf) {
+		st->rx_queue_full++;
+		sb->rx_queue_full++;
 		return false;
 	}
-	pos = (ep->rxq_head + ep->rxq_count) % ep->rxq_cap;
+	/* rxq_head < rxq_cap and n < rxq_cap: one wrap at most. */
+	pos = ep->rxq_head + n;
+	if (pos >= ep->rxq_cap)
+		pos -= ep->rxq_cap;
 	d = &ep->rxq[pos];
-	d->buf = buf;
-	d->off = (uint16_t)(fi->payload - qps_rx_buf_addr(ctx, buf));
-	d->len = (uint16_t)fi->payload_len;
-	d->saddr = fi->hdr.saddr;
-	d->sport = fi->hdr.sport;
-	d->meta = 0;
+	*d = (struct qps_rxd){
+		.buf = buf,
+		.off = (uint16_t)(fi->payload - qps_rx_buf_addr(ctx, buf)),
+		.len = (uint16_t)fi->payload_len,
+		.saddr = fi->hdr.saddr,
+		.sport = fi->hdr.sport,
+	};
 	if (ep->rxts && (ep->pktinfo || (ep->ts_flags & QPS_TS_RX_MASK)))
 		qps_rxq_stamp_locked(ep, pos, d, ts);
 	qps_rx_buf_get_locked(ctx, buf);
-	ctx->st->rx_packets++;
-	ctx->st->rx_bytes += fi->payload_len;
-	ep->sb->rx_packets++;
-	ep->sb->rx_bytes += fi->payload_len;
-	if (ep->rxq_count++ == 0)
+	st->rx_packets++;
+	st->rx_bytes += fi->payload_len;
+	sb->rx_packets++;
+	sb->rx_bytes += fi->payload_len;
+	ep->rxq_count = ++n;
+	if (n == 1)
 		qps_ep_signal(ep);
-	ep->sb->rxq_depth = ep->rxq_count;
-	if (ep->rxq_count > ep->sb->rxq_hwm)
-		ep->sb->rxq_hwm = ep->rxq_count;
+	sb->rxq_depth = n;
+	if (n > sb->rxq_hwm)
+		sb->rxq_hwm = n;
 	return true;
 }
 
@@ -489,8 +578,10 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
 	}
 	it->buf = (uint32_t)wc->wr_id;
 	it->dg = it->buf;
-	/* Progress holds a reference while it demultiplexes. */
-	ctx->rx.ref[it->buf] = 1;
+	/* Progress holds no reference of its own: under rx.lock nothing
+	 * drops one before the batch ends, and then a buffer that no
+	 * endpoint took goes back (qps_rx_batch). */
+	ctx->rx.ref[it->buf] = 0;
 	if (wc->status != IBV_WC_SUCCESS || wc->byte_len > ctx->rx.buf_size) {
 		ctx->st->rx_errors++;
 		/* An error completion: the QP is in the error state. Written
@@ -528,12 +619,16 @@ static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
  * over thousands of groups misses on every rule): prefetch the frames;
  * parse them and prefetch their table slots, following the slot of the
  * datagram QPS_RX_PF_LAG back (by now in cache) to prefetch its rule;
- * demultiplex.
+ * demultiplex. The table passes are skipped while the tables are small
+ * enough to stay in cache, and the 4-tuple keys while nothing is
+ * connected (qps_demux_keyed, qps_demux_prefetching).
  */
 static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc,
 			 const struct qps_wc_ts *wts, int n)
 {
 	struct qps_rx_item it[QPS_RX_POLL_BATCH];
+	bool keyed = qps_demux_keyed(ctx);
+	bool pf = qps_demux_prefetching(ctx);
 	int i;
 
 	for (i = 0; i < n; i++)
@@ -542,15 +637,16 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc,
 							   (uint32_t)wc[i].wr_id));
 	for (i = 0; i < n; i++) {
 		qps_rx_check(ctx, &wc[i], &it[i]);
-		if (it[i].ok) {
-			it[i].key = qps_demux_key(&it[i].fi);
+		it[i].key = keyed && it[i].ok ? qps_demux_key(&it[i].fi) : 0;
+		if (!pf)
+			continue;
+		if (it[i].ok)
 			qps_demux_prefetch(ctx, &it[i].fi, it[i].key, 0);
-		}
 		if (i >= QPS_RX_PF_LAG && it[i - QPS_RX_PF_LAG].ok)
 			qps_demux_prefetch(ctx, &it[i - QPS_RX_PF_LAG].fi,
 					   it[i - QPS_RX_PF_LAG].key, 1);
 	}
-	for (i = n > QPS_RX_PF_LAG ? n - QPS_RX_PF_LAG : 0; i < n; i++)
+	for (i = n > QPS_RX_PF_LAG ? n - QPS_RX_PF_LAG : 0; pf && i < n; i++)
 		if (it[i].ok)
 			qps_demux_prefetch(ctx, &it[i].fi, it[i].key, 1);
 	for (i = 0; i < n; i++) {
@@ -560,8 +656,8 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc,
 			qps_demux(ctx, it[i].dg, &it[i].fi, it[i].key);
 		if (it[i].dg != it[i].buf)
 			qps_rx_buf_put_locked(ctx, it[i].dg);
-		if (it[i].buf != UINT32_MAX)
-			qps_rx_buf_put_locked(ctx, it[i].buf);
+		if (it[i].buf != UINT32_MAX && !ctx->rx.ref[it[i].buf])
+			qps_rx_buf_free_locked(ctx, it[i].buf);
 	}
 }
 
@@ -600,6 +696,9 @@ static int qps_rx_poll_all(struct qps_ctx *ctx)
 
 		/* One read-side section per batch: writers wait at most for
 		 * one batch, and the poller pays two stores per batch. */
+		/* What the last batch and the receive calls freed goes back
+		 * before the device is asked for more. */
+		qps_rx_repost_flush(ctx);
 		qps_epoch_enter(&ctx->rx.epoch);
 		n = ts ? qps_rx_poll_ts(ctx, wc, wts) :
 			 ctx->ops->poll_cq(ctx->rx.cq, QPS_RX_POLL_BATCH, wc);
@@ -679,9 +778,11 @@ void qps_rxq_drain_locked(struct qps_ep *ep)
 
 	while (ep->rxq_count) {
 		qps_rx_buf_put_locked(ctx, ep->rxq[ep->rxq_head].buf);
-		ep->rxq_head = (ep->rxq_head + 1) % ep->rxq_cap;
+		if (++ep->rxq_head == ep->rxq_cap)
+			ep->rxq_head = 0;
 		ep->rxq_count--;
 	}
+	qps_rx_repost_flush(ctx);
 	qps_ep_unsignal(ep);
 }
 
@@ -720,6 +821,40 @@ static void qps_rxd_dst(struct qps_ctx *ctx, const struct qps_rxd *d,
 	memcpy(&dst->sin_port, f + d->off - QPS_UDP_HLEN + 2, 2);
 }
 
+static struct sockaddr_in qps_rxd_src(const struct qps_rxd *d)
+{
+	struct sockaddr_in sin;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = d->saddr;
+	sin.sin_port = d->sport;
+	return sin;
+}
+
+/* What recvmsg reports besides the data, of the datagram @d at @pos. */
+static void qps_rxd_msg(struct qps_ep *ep, uint32_t pos,
+			const struct qps_rxd *d, bool trunc,
+			struct qps_rxmsg *m)
+{
+	m->src = qps_rxd_src(d);
+	m->flags = trunc ? QPS_RXMSG_TRUNC : 0;
+	memset(&m->dst, 0, sizeof(m->dst));
+	m->ifindex = 0;
+	m->ts_ns = 0;
+	if (d->meta & QPS_RXD_PKTINFO) {
+		m->flags |= QPS_RXMSG_PKTINFO;
+		qps_rxd_dst(ep->ctx, d, &m->dst);
+		m->ifindex = QPS_IFINDEX;
+	}
+	if (d->meta)
+		m->ts_ns = ep->rxts[pos];
+	if (d->meta & QPS_RXD_TS_SW)
+		m->flags |= QPS_RXMSG_TS_SOFTWARE;
+	if (d->meta & QPS_RXD_TS_DEV)
+		m->flags |= QPS_RXMSG_TS_DEVICE;
+}
+
 static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 				  const struct qps_rx_out *o)
 {
@@ -728,48 +863,30 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 	struct qps_rxd d = ep->rxq[pos];
 	bool trunc = o->len < d.len;
 	size_t n = trunc ? o->len : d.len;
-	struct qps_rxmsg *m = o->msg;
-	struct sockaddr_in sin;
 
 	if (n)
 		memcpy(o->buf, qps_rx_buf_addr(ctx, d.buf) + d.off, n);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = d.saddr;
-	sin.sin_port = d.sport;
 	if (o->src) {
+		struct sockaddr_in sin = qps_rxd_src(&d);
+
 		memcpy(o->src, &sin, *o->src_len < sizeof(sin) ?
 		       *o->src_len : sizeof(sin));
 		*o->src_len = sizeof(sin);
 	}
-	if (m) {
-		m->src = sin;
-		m->flags = trunc ? QPS_RXMSG_TRUNC : 0;
-		memset(&m->dst, 0, sizeof(m->dst));
-		m->ifindex = 0;
-		m->ts_ns = 0;
-		if (d.meta & QPS_RXD_PKTINFO) {
-			m->flags |= QPS_RXMSG_PKTINFO;
-			qps_rxd_dst(ctx, &d, &m->dst);
-			m->ifindex = QPS_IFINDEX;
-		}
-		if (d.meta)
-			m->ts_ns = ep->rxts[pos];
-		if (d.meta & QPS_RXD_TS_SW)
-			m->flags |= QPS_RXMSG_TS_SOFTWARE;
-		if (d.meta & QPS_RXD_TS_DEV)
-			m->flags |= QPS_RXMSG_TS_DEVICE;
-	}
+	if (o->msg)
+		qps_rxd_msg(ep, pos, &d, trunc, o->msg);
 	if (!(flags & QPS_MSG_PEEK)) {
 		if (trunc) {
 			ctx->st->rx_truncated++;
 			ep->sb->rx_truncated++;
 		}
-		ep->rxq_head = (ep->rxq_head + 1) % ep->rxq_cap;
-		if (--ep->rxq_count == 0)
-			qps_ep_unsignal(ep);
-		ep->sb->rxq_depth = ep->rxq_count;
+		ep->rxq_head = pos + 1 < ep->rxq_cap ? pos + 1 : 0;
+		ep->sb->rxq_depth = --ep->rxq_count;
 		qps_rx_buf_put_locked(ctx, d.buf);
+		if (!ep->rxq_count) {
+			qps_ep_unsignal(ep);
+			qps_rx_repost_flush(ctx);
+		}
 	}
 	return (flags & QPS_MSG_TRUNC) ? (ssize_t)d.len : (ssize_t)n;
 }
@@ -837,17 +954,38 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 }
 
 /*
- * The receive loop: progress, take a datagram (into @o; with @o NULL only
- * report that one is queued: 1), spin for the busy-poll budget, sleep.
- * @tmo: ms to wait at most, 0 = no limit; @dontwait: not at all.
+ * What a round takes, under rx.lock: into @o (with @o NULL only report
+ * that one is queued: 1) the first datagram queued, progressing first if
+ * there is none; -EAGAIN: still none. -EBADF: closed; 0: the end, as
+ * recv(2) after shutdown(SHUT_RD).
+ */
+static inline __attribute__((always_inline)) ssize_t
+qps_rx_take_locked(struct qps_ep *ep, int flags, const struct qps_rx_out *o)
+{
+	/* A close marks @ep closed holding rx.lock, which we hold: the
+	 * state is read as it stands (the fork check was the call's). */
+	if (__atomic_load_n(&ep->state, __ATOMIC_RELAXED) != QPS_EP_OPEN)
+		return -EBADF;
+	if (ep->rd_shut && !ep->rxq_count)
+		return 0;
+	if (!ep->rxq_count)
+		qps_rx_progress_locked(ep->ctx);
+	if (!ep->rxq_count)
+		return -EAGAIN;
+	return o ? qps_rxq_pop_locked(ep, flags, o) : 1;
+}
+
+/*
+ * The receive loop, after a first round (qps_rx_try) found nothing and
+ * the caller may wait: take a datagram, spin for the busy-poll budget,
+ * sleep. @tmo: ms to wait at most, 0 = no limit.
  */
 static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 			     const struct qps_rx_out *o, int tmo,
-			     bool dontwait, bool *inside)
+			     bool *inside)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct timespec deadline;
-	ssize_t ret;
 	/* The busy-poll budget: spin (progressing) until then, then sleep;
 	 * counted from the first time the queue was found empty. */
 	int busy_us = __atomic_load_n(&ep->busy_poll_us, __ATOMIC_RELAXED);
@@ -867,55 +1005,46 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 		int timeout = -1;
 		/* Decided once per round: a sleep must follow an arm. */
 		bool spin = false, sleep = false;
+		ssize_t ret;
 
 		/* A postponed doorbell must not wait for our sleep. */
-		qps_tx_poll_rx(ctx);
+		if (!qps_tx_idle_all(ctx))
+			qps_tx_poll_rx(ctx);
 
 		pthread_mutex_lock(&ctx->rx.lock);
-		if (qps_ep_check(ep) < 0) {
-			ret = -EBADF;
-		} else if (ep->rd_shut && !ep->rxq_count) {
-			ret = 0;	/* as recv(2) after shutdown(SHUT_RD) */
-		} else {
-			if (!ep->rxq_count)
-				qps_rx_progress_locked(ctx);
-			if (ep->rxq_count) {
-				ret = o ? qps_rxq_pop_locked(ep, flags, o) : 1;
-			} else {
-				ret = -EAGAIN;
-				/* From now on this call may linger: the
-				 * context's destruction waits for it. */
-				if (!dontwait && !*inside) {
-					ctx->rx.inside++;
-					*inside = true;
-				}
-				if (!dontwait && busy_us && !spin_end)
-					spin_end = qps_now_ns() +
-						   (uint64_t)busy_us * 1000u;
-				spin = !dontwait && qps_rx_spinning(spin_end);
-				if (!dontwait && !spin && tmo) {
-					int64_t left = qps_ms_left(&deadline);
+		ret = qps_rx_take_locked(ep, flags, o);
+		if (ret == -EAGAIN) {
+			/* From now on this call may linger: the context's
+			 * destruction waits for it. */
+			if (!*inside) {
+				ctx->rx.inside++;
+				*inside = true;
+			}
+			if (busy_us && !spin_end)
+				spin_end = qps_now_ns() +
+					   (uint64_t)busy_us * 1000u;
+			spin = qps_rx_spinning(spin_end);
+			if (!spin && tmo) {
+				int64_t left = qps_ms_left(&deadline);
 
-					timeout = left > 0 ? (int)left : 0;
-				}
-				/* We sleep on efd: make pushes signal it and
-				 * the device wake us until we are up again;
-				 * arming polls once more, which may have
-				 * found our datagram. */
-				if (!dontwait && !spin && timeout) {
-					qps_ep_arm_locked(ep);
-					if (ep->rxq_count) {
-						qps_ep_disarm_locked(ep);
-						ret = o ? qps_rxq_pop_locked(
-							ep, flags, o) : 1;
-					} else {
-						sleep = true;
-					}
+				timeout = left > 0 ? (int)left : 0;
+			}
+			/* We sleep on efd: make pushes signal it and the
+			 * device wake us until we are up again; arming polls
+			 * once more, which may have found our datagram. */
+			if (!spin && timeout) {
+				qps_ep_arm_locked(ep);
+				if (ep->rxq_count) {
+					qps_ep_disarm_locked(ep);
+					ret = o ? qps_rxq_pop_locked(ep, flags,
+								     o) : 1;
+				} else {
+					sleep = true;
 				}
 			}
 		}
 		pthread_mutex_unlock(&ctx->rx.lock);
-		if (ret != -EAGAIN || dontwait)
+		if (ret != -EAGAIN)
 			return ret;
 		if (spin) {
 			if (tmo && qps_ms_left(&deadline) <= 0)
@@ -934,15 +1063,36 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 	}
 }
 
-/* The receive loop, counted in rx.inside once it may linger (spinning or
+/*
+ * The first round of every receive, which cannot linger: -EAGAIN when
+ * it takes nothing. Most calls end here, without the busy-poll budget,
+ * the deadline or the arming being looked at.
+ */
+static ssize_t qps_rx_try(struct qps_ep *ep, int flags,
+			  const struct qps_rx_out *o)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	ssize_t ret;
+
+	/* A postponed doorbell must not wait for our sleep. */
+	if (!qps_tx_idle_all(ctx))
+		qps_tx_poll_rx(ctx);
+
+	pthread_mutex_lock(&ctx->rx.lock);
+	ret = qps_rx_take_locked(ep, flags, o);
+	pthread_mutex_unlock(&ctx->rx.lock);
+	return ret;
+}
+
+/* The rounds, counted in rx.inside once they may linger (spinning or
  * asleep): qps_ctx_destroy waits for such calls to leave before it frees
  * what they touch. A call that finds its datagram at once is not counted. */
-static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
-			   const struct qps_rx_out *o, int tmo, bool dontwait)
+static ssize_t qps_rx_wait(struct qps_ep *ep, int flags,
+			   const struct qps_rx_out *o, int tmo)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	bool inside = false;
-	ssize_t ret = qps_rx_rounds(ep, flags, o, tmo, dontwait, &inside);
+	ssize_t ret = qps_rx_rounds(ep, flags, o, tmo, &inside);
 
 	if (inside) {
 		pthread_mutex_lock(&ctx->rx.lock);
@@ -952,10 +1102,24 @@ static ssize_t qps_rx_loop(struct qps_ep *ep, int flags,
 	return ret;
 }
 
-ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
-		     struct sockaddr *src, socklen_t *src_len)
+/* The receive loop: a first round, then the waiting ones if it found
+ * nothing and the caller may wait. */
+static inline __attribute__((always_inline)) ssize_t
+qps_rx_loop(struct qps_ep *ep, int flags, const struct qps_rx_out *o,
+	    int tmo, bool dontwait)
 {
-	QPS_ERRNO_GUARD;
+	ssize_t ret = qps_rx_try(ep, flags, o);
+
+	if (ret != -EAGAIN || dontwait)
+		return ret;
+	return qps_rx_wait(ep, flags, o, tmo);
+}
+
+/* qps_recvfrom's body, for it and qps_recv: one errno guard a call. */
+static inline __attribute__((always_inline)) ssize_t
+qps_rx_from(struct qps_ep *ep, void *buf, size_t len, int flags,
+	    struct sockaddr *src, socklen_t *src_len)
+{
 	struct qps_rx_out o = {
 		.buf = buf, .len = len, .src = src, .src_len = src_len,
 	};
@@ -973,10 +1137,17 @@ ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
 			   ep->nonblock || (flags & QPS_MSG_DONTWAIT));
 }
 
+ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
+		     struct sockaddr *src, socklen_t *src_len)
+{
+	QPS_ERRNO_GUARD;
+	return qps_rx_from(ep, buf, len, flags, src, src_len);
+}
+
 ssize_t qps_recv(struct qps_ep *ep, void *buf, size_t len, int flags)
 {
 	QPS_ERRNO_GUARD;
-	return qps_recvfrom(ep, buf, len, flags, NULL, NULL);
+	return qps_rx_from(ep, buf, len, flags, NULL, NULL);
 }
 
 ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags)

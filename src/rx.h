@@ -20,6 +20,7 @@ struct qps_ctx;
 struct qps_ep;
 struct qps_frame_info;
 struct qps_mr;
+struct qps_rx_repost;
 
 /* A datagram waiting in an endpoint's receive queue: a reference on one
  * receive buffer plus what recvfrom needs (16 bytes). */
@@ -54,6 +55,7 @@ struct qps_rx {
 	bool buf_dev;			/* from ops->alloc_buf */
 	struct qps_mr *mr;
 	uint32_t *ref;			/* endpoints holding each buffer */
+	struct qps_rx_repost *repost;	/* freed, to post again (rx.c) */
 	struct qps_epoch epoch;		/* the poller's reader slot */
 	bool cq_armed;			/* req_notify_cq since the last drain */
 	/* Why the CQ is re-armed after each drain (rx.c "Arming"): a

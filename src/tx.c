@@ -209,6 +209,19 @@ static bool qps_tx_idle_hint(const struct qps_sq *sq)
 		 __atomic_load_n(&sq->ctx->rx.qp_err, __ATOMIC_RELAXED));
 }
 
+/* Every send queue idle by qps_tx_idle_hint: what the receive path asks
+ * before it calls qps_tx_poll_rx, so that a context that is not sending
+ * costs it no more than these loads. */
+bool qps_tx_idle_all(const struct qps_ctx *ctx)
+{
+	const struct qps_sq *sq = ctx->sq, *end = sq + ctx->nsq;
+
+	for (; sq < end; sq++)
+		if (!qps_tx_idle_hint(sq))
+			return false;
+	return true;
+}
+
 static int qps_tx_poll_some(struct qps_ctx *ctx, enum qps_txf cause,
 			    bool skip_idle)
 {

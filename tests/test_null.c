@@ -445,6 +445,62 @@ static void test_rx_unicast(void)
 }
 
 /*
+ * A connected endpoint is found by its 4-tuple, with few connections (the
+ * receive path follows the table without prefetching it) and with many
+ * (it prefetches the table entries of a batch); every datagram is
+ * delivered either way, counted as connected.
+ */
+#define NCONN 80
+
+static void test_rx_connected(void)
+{
+	char dev[64];
+	struct qps_ctx *ctx;
+	struct qps_ep *ep, *other[NCONN], *bound;
+	struct sockaddr_in peer = t_sin(PEER, PEER_PORT);
+	struct qps_stats st;
+	uint32_t seq = 0;
+	uint8_t buf[PAYLOAD];
+	int i;
+
+	snprintf(dev, sizeof(dev), "rx=unicast:port=%d", PORT);
+	ctx = mkctx(dev, QPS_TX_PATH_AUTO, 0);
+	ep = t_ep_bound(ctx, "0.0.0.0", PORT, 1000);
+	EQ_FATAL(qps_connect(ep, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	recv_check(ep, 100, &seq);
+	st = t_ctx_stats(ctx);
+	EQ(st.rx_demux_connected, st.rx_bad[0]);
+	EQ(st.rx_demux_bound, 0);
+	for (i = 0; i < NCONN; i++) {
+		struct sockaddr_in to = t_sin("198.18.1.1", 5000 + i);
+
+		EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &other[i]), 0);
+		EQ_FATAL(qps_connect(other[i], (struct sockaddr *)&to,
+				     sizeof(to)), 0);
+	}
+	recv_check(ep, 1000, &seq);
+	rx_clean(ctx, 1100);
+	st = t_ctx_stats(ctx);
+	EQ(st.rx_demux_connected, st.rx_bad[0]);
+	EQ(st.rx_demux_bound, 0);
+	EQ(st.rx_no_endpoint, 0);
+	for (i = 0; i < NCONN; i++)
+		EQ(qps_recv(other[i], buf, sizeof(buf), QPS_MSG_DONTWAIT),
+		   -EAGAIN);
+	/* With the connected endpoint gone, one bound to the port takes
+	 * the datagrams, the many connections still in the table. */
+	EQ(qps_ep_close(ep), 0);
+	bound = t_ep_bound(ctx, "0.0.0.0", PORT, 1000);
+	EQ_FATAL(qps_recv(bound, buf, sizeof(buf), 0), PAYLOAD);
+	st = t_ctx_stats(ctx);
+	GE(st.rx_demux_bound, 1);
+	for (i = 0; i < NCONN; i++)
+		EQ(qps_ep_close(other[i]), 0);
+	EQ(qps_ep_close(bound), 0);
+	EQ(qps_ctx_destroy(ctx), 0);
+}
+
+/*
  * Checksum offload: the device marks what it generates as checked
  * (IBV_WC_IP_CSUM_OK) unless csum=off. The core takes a marked frame's
  * sums as checked and checks an unmarked one itself: with the template's
@@ -604,6 +660,7 @@ static CU_TestInfo tests[] = {
 	{ "mlx4 ring: taken when rung, up to the held WQE", test_ring },
 	{ "post_send: full queue, one doorbell", test_post_send_full },
 	{ "receive: unicast to a bound port", test_rx_unicast },
+	{ "receive: connected, few and many connections", test_rx_connected },
 	{ "receive: group, early and fan-out", test_rx_mcast },
 	{ "receive: no rule, no datagram", test_rx_no_rule },
 	{ "receive: checksums the device checked", test_rx_csum },

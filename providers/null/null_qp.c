@@ -310,31 +310,41 @@ int qps_null_post_recv(struct qps_qp *q, struct ibv_recv_wr *wr,
 		       struct ibv_recv_wr **bad_wr)
 {
 	struct qps_null_qp *qp = qps_null_qp(q);
+	struct qps_null_rq_ent *rq = qp->rq;
+	uint32_t cnt = qp->rq_cnt, head, tail;
 	int ret = 0;
 
 	pthread_spin_lock(&qp->rq_lock);
+	head = qp->rq_head;
+	/* Acquire: pairs with the generator's release of rq_tail; the
+	 * slots below it have been read. Taken again only when the ring
+	 * looks full, which is when the generator may have moved it. */
+	tail = __atomic_load_n(&qp->rq_tail, __ATOMIC_ACQUIRE);
 	for (; wr; wr = wr->next) {
-		/* Acquire: pairs with the generator's release of rq_tail;
-		 * the slot below it has been read. */
-		uint32_t tail = __atomic_load_n(&qp->rq_tail, __ATOMIC_ACQUIRE);
+		const struct ibv_sge *sg = wr->sg_list;
 		struct qps_null_rq_ent *e;
 
-		if (!qp->has_rq || wr->num_sge != 1 || !wr->sg_list) {
+		if (!qp->has_rq || wr->num_sge != 1 || !sg) {
 			ret = -EINVAL;
 			break;
 		}
-		if (qp->rq_head - tail >= qp->rq_cnt) {
+		if (head - tail >= cnt &&
+		    head - (tail = __atomic_load_n(&qp->rq_tail,
+						   __ATOMIC_ACQUIRE)) >= cnt) {
 			ret = -ENOMEM;
 			break;
 		}
-		e = &qp->rq[qp->rq_head & (qp->rq_cnt - 1)];
-		e->wr_id = wr->wr_id;
-		e->addr = (uintptr_t)wr->sg_list[0].addr;
-		e->len = wr->sg_list[0].length;
-		/* Release: pairs with the generator's acquire of rq_head. */
-		__atomic_store_n(&qp->rq_head, qp->rq_head + 1,
-				 __ATOMIC_RELEASE);
+		e = &rq[head & (cnt - 1)];
+		*e = (struct qps_null_rq_ent){
+			.wr_id = wr->wr_id,
+			.addr = (uintptr_t)sg->addr,
+			.len = sg->length,
+		};
+		head++;
 	}
+	/* Release: pairs with the generator's acquire of rq_head; the
+	 * entries of the whole chain are written. */
+	__atomic_store_n(&qp->rq_head, head, __ATOMIC_RELEASE);
 	pthread_spin_unlock(&qp->rq_lock);
 	if (ret && bad_wr)
 		*bad_wr = wr;

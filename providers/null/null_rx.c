@@ -138,45 +138,52 @@ int qps_null_rx_generate(struct qps_null_cq *cq, int num, struct ibv_wc *wc)
 	struct qps_null_qp *qp = rx_target(cq);
 	uint32_t want = (uint32_t)num < dev->cfg.burst ? (uint32_t)num :
 			dev->cfg.burst;
-	uint32_t n, head, tail, len = dev->frame_len;
+	uint32_t n, head, tail, len = dev->frame_len, qpn, mask;
+	unsigned int flags = dev->cfg.csum_off ? 0 : IBV_WC_IP_CSUM_OK;
 
 	if (!qp)
 		return 0;
+	qpn = qp->base.qp_num;
+	mask = qp->rq_cnt - 1;
 	/* Acquire: pairs with post_recv's release of rq_head; the entries
 	 * below it are written. */
 	head = __atomic_load_n(&qp->rq_head, __ATOMIC_ACQUIRE);
 	tail = qp->rq_tail;
 	for (n = 0; n < want; n++) {
 		const struct qps_null_rq_ent *e;
-		struct ibv_wc *w = &wc[n];
+		uint8_t *f;
+		uint32_t seq;
 
 		if (tail == head) {
 			qps_null_count(&qp->st.rx_no_buf, 1);
 			break;
 		}
-		e = &qp->rq[tail & (qp->rq_cnt - 1)];
-		memset(w, 0, sizeof(*w));
-		w->wr_id = e->wr_id;
-		w->opcode = IBV_WC_RECV;
-		w->qp_num = qp->base.qp_num;
+		e = &qp->rq[tail++ & mask];
 		if (e->len < len) {
-			w->status = IBV_WC_LOC_LEN_ERR;
-		} else {
-			uint8_t *f = (uint8_t *)e->addr;
-			uint32_t seq = dev->rx_seq++;
-			uint8_t s[4] = { (uint8_t)(seq >> 24),
-					 (uint8_t)(seq >> 16),
-					 (uint8_t)(seq >> 8), (uint8_t)seq };
-
-			memcpy(f, dev->frame, len);
-			memcpy(f + QPS_NULL_HDRS, s, 4);
-			put16(f + 40, seq_csum(dev->udp_csum0, seq));
-			w->status = IBV_WC_SUCCESS;
-			w->byte_len = len;
-			if (!dev->cfg.csum_off)
-				w->wc_flags = IBV_WC_IP_CSUM_OK;
+			wc[n] = (struct ibv_wc){
+				.wr_id = e->wr_id,
+				.status = IBV_WC_LOC_LEN_ERR,
+				.opcode = IBV_WC_RECV,
+				.qp_num = qpn,
+			};
+			continue;
 		}
-		tail++;
+		f = (uint8_t *)e->addr;
+		seq = dev->rx_seq++;
+		memcpy(f, dev->frame, len);
+		f[QPS_NULL_HDRS] = (uint8_t)(seq >> 24);
+		f[QPS_NULL_HDRS + 1] = (uint8_t)(seq >> 16);
+		f[QPS_NULL_HDRS + 2] = (uint8_t)(seq >> 8);
+		f[QPS_NULL_HDRS + 3] = (uint8_t)seq;
+		put16(f + 40, seq_csum(dev->udp_csum0, seq));
+		wc[n] = (struct ibv_wc){
+			.wr_id = e->wr_id,
+			.status = IBV_WC_SUCCESS,
+			.opcode = IBV_WC_RECV,
+			.byte_len = len,
+			.qp_num = qpn,
+			.wc_flags = flags,
+		};
 	}
 	/* Release: pairs with post_recv's acquire of rq_tail: the entries
 	 * taken have been read. */
