@@ -907,23 +907,24 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	struct sockaddr_in to;
 	struct qps_sq *sq;
 	uint32_t slot, hash = 0;
-	bool tmpl = false;	/* the frame from sq->tmpl */
+	/* The headers from sq->tmpl, checked once the slot is ours: a wait
+	 * for one drops the lock, and another endpoint's send may build the
+	 * queue's template meanwhile. */
+	bool tmpl = false;
+	uint64_t gen = 0;
 	int ret, bypass;
 
 	memset(&h, 0, sizeof(h));
 	if (!dst) {
-		uint64_t gen = qps_route_gen(ctx);
-
+		gen = qps_route_gen(ctx);
 		ret = qps_tx_hold_peer(ep, r, gen);
 		if (ret < 0)
 			return ret;
 		to = ep->peer;		/* stable while we hold the queue */
 		/* UD: the AH is the cached destination (in the slot). */
 		tmpl = !ctx->ud && ctx->csum_offload;
-		if (tmpl)
-			ret = qps_tx_tmpl_locked(ep, r->sq, &to, gen);
-		else if (!ctx->ud)
-			ret = qps_tx_peer_mac_locked(ep, r->sq, gen, h.dst_mac);
+		ret = ctx->ud || tmpl ? 0 :
+		      qps_tx_peer_mac_locked(ep, r->sq, gen, h.dst_mac);
 	} else {
 		qps_tx_hold_flow(ep, dst, r, &hash);
 		to = *dst;
@@ -939,8 +940,11 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	    len > __atomic_load_n(&ctx->max_payload, __ATOMIC_RELAXED)) {
 		/* Its fragments go through the bands. */
 		qps_tx_run_disown(r);
-		if (tmpl)
-			memcpy(h.dst_mac, sq->tmpl.hdr, 6);
+		if (tmpl) {
+			ret = qps_tx_peer_mac_locked(ep, sq, gen, h.dst_mac);
+			if (ret < 0)
+				return ret;
+		}
 		qps_tx_hdr_locked(ep, sq, &to, &h);
 		return qps_tx_frags(ep, r, &h, buf, len, hash, dst != NULL,
 				    prio, dontwait, more);
@@ -958,10 +962,12 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	} else if (tmpl) {
 		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
 
-		if (len)
+		ret = qps_tx_tmpl_locked(ep, sq, &to, gen);
+		if (ret == 0 && len)
 			memcpy(frame + QPS_HDRS_LEN, buf, len);
-		ret = qps_frame_build_tmpl(frame, sq->tmpl.hdr,
-					   htons(sq->ip_id++), len);
+		if (ret == 0)
+			ret = qps_frame_build_tmpl(frame, sq->tmpl.hdr,
+						   htons(sq->ip_id++), len);
 	} else if (ctx->csum_offload) {
 		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
 
