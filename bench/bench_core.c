@@ -25,12 +25,13 @@
  * priorities, on one send queue: its bands contended; ns per datagram of
  * both together), recv_unicast (bound port), recv_mcast_1 and
  * recv_mcast_4 (a group with 1 or 4 members; ns per datagram the device
- * delivered, each of which reaches every member). device_floor_b32 is
- * no core path but what any send path pays at least on this machine and
- * device: 32 prebuilt frames written as WQEs straight into the null
- * device's mlx4 ring (qps_sq_mlx4_write), one doorbell, the device's
- * consumption and the one completion reaped; the send cases' ns divided
- * by it is the core's share.
+ * delivered, each of which reaches every member). device_floor_b1 and
+ * device_floor_b32 are no core path but what any send path pays at least
+ * on this machine and device: 1 or 32 prebuilt frames written as WQEs
+ * straight into the null device's mlx4 ring (qps_sq_mlx4_write), one
+ * ring (BlueFlame for the last WQE), the device's consumption and the
+ * one completion reaped; a send case's ns over its floor is the core's
+ * share.
  *
  * Checksums: with hw the null device offloads them (QPS_DEV_CAP_CSUM: the
  * core leaves the fields 0 on send and skips verifying what the device
@@ -86,7 +87,7 @@ struct bc_run {
 	struct qps_msg msgs[BC_BATCH];
 	uint8_t buf[BC_PAYLOAD];
 	bool csum_sw;		/* the device must not offload checksums */
-	uint8_t frame[QPS_HDRS_LEN + BC_PAYLOAD];	/* device_floor_b32 */
+	uint8_t frame[QPS_HDRS_LEN + BC_PAYLOAD];	/* device_floor_* */
 	uint32_t frame_len;
 };
 
@@ -286,8 +287,9 @@ static int bc_setup_floor(struct bc_run *r)
 }
 
 /* The queue's lock is held as a send path would hold it; wr_ids at and
- * above tx_depth name no slot of the core's. */
-static int bc_floor_b32(struct bc_run *r)
+ * above tx_depth name no slot of the core's. One ring for @n WQEs: for
+ * one, the BlueFlame write a single send makes. */
+static int bc_floor(struct bc_run *r, unsigned int n)
 {
 	struct qps_ctx *ctx = r->ctx;
 	struct qps_sq *sq = &ctx->sq[0];
@@ -295,21 +297,31 @@ static int bc_floor_b32(struct bc_run *r)
 			      MLX4_WQE_CTRL_TCP_UDP_CSUM;
 	struct ibv_wc wc[4];
 	unsigned int i;
-	int ret = 0, n;
+	int ret = 0, got;
 
 	pthread_mutex_lock(&sq->lock);
-	for (i = 0; i < BC_BATCH && ret == 0; i++)
+	for (i = 0; i < n && ret == 0; i++)
 		ret = qps_sq_mlx4_write(&sq->mlx4, r->frame, r->frame_len,
 					ctx->tx_mr->lkey, ctx->tx_depth + i,
-					i + 1 == BC_BATCH, csum);
+					i + 1 == n, csum);
 	qps_sq_mlx4_ring(&sq->mlx4);
 	do
-		n = ctx->ops->poll_cq(sq->cq, 4, wc);
-	while (n == 0);
+		got = ctx->ops->poll_cq(sq->cq, 4, wc);
+	while (got == 0);
 	pthread_mutex_unlock(&sq->lock);
-	if (ret < 0 || n < 0)
-		return ret < 0 ? ret : n;
-	return n == 1 && wc[0].status == IBV_WC_SUCCESS ? BC_BATCH : -EIO;
+	if (ret < 0 || got < 0)
+		return ret < 0 ? ret : got;
+	return got == 1 && wc[0].status == IBV_WC_SUCCESS ? (int)n : -EIO;
+}
+
+static int bc_floor_b1(struct bc_run *r)
+{
+	return bc_floor(r, 1);
+}
+
+static int bc_floor_b32(struct bc_run *r)
+{
+	return bc_floor(r, BC_BATCH);
 }
 
 static const struct bc_case bc_cases[] = {
@@ -323,6 +335,7 @@ static const struct bc_case bc_cases[] = {
 	  bc_setup_join, bc_recv, 1 },
 	{ "recv_mcast_4", "rx=mcast:group=" BC_GROUP ":port=9000", 4,
 	  bc_setup_join, bc_recv, 1 },
+	{ "device_floor_b1", NULL, 1, bc_setup_floor, bc_floor_b1, 1 },
 	{ "device_floor_b32", NULL, 1, bc_setup_floor, bc_floor_b32, 1 },
 	{ NULL, NULL, 0, NULL, NULL, 0 },
 };
