@@ -9,12 +9,15 @@ BEFORE and AFTER are qps_bench binaries (each build's own, linked with its
 own library). For every case the two run alternately, N times each (5 by
 default), so that a change in the machine's load falls on both; the
 table gives each build's best and median run and after/before of the
-best. Cases default to those both binaries know (`qps_bench core --case`
-with a name one of them lacks is skipped with a note).
+best. Cases default to all of them; a case one binary does not know (an
+older build has no device floors) is run on the other alone, "-" for
+the missing side.
 
 --instr adds instructions per datagram from callgrind (valgrind must be
 installed): `--toggle-collect=bc_loop`, one round of 200 ms, the loop's
-instructions over its datagrams (`dgrams_all`). No other load moves that
+instructions over its datagrams (`dgrams_all`), and how many of them are
+the null provider's own functions (callgrind_annotate; the instructions a
+NIC would spend instead of the host). No other load moves that
 count; on a shared or virtual machine it is the figure to trust, the wall
 clock the one to sanity-check it with.
 
@@ -27,6 +30,7 @@ the table.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,6 +38,8 @@ import tempfile
 CASES = ["send_connected_b1", "send_connected_b32", "sendto_b1",
          "sendmmsg_b32", "send_bands_2thr", "recv_unicast", "recv_mcast_1",
          "recv_mcast_4", "device_floor_b1", "device_floor_b32"]
+
+NULL_SRC = re.compile(r"\s(\S*/)?providers/null/[^/\s]+:")
 
 
 def core_run(bench, case, csum, extra=()):
@@ -80,7 +86,28 @@ def instr_per_dgram(bench, case, csum):
                     total = int(line.split()[1])
         if not rec or not total or not rec.get("dgrams_all"):
             return None
-        return total / rec["dgrams_all"]
+        return (total / rec["dgrams_all"],
+                null_instr(out) / rec["dgrams_all"])
+
+
+def null_instr(out):
+    """The null provider's own instructions in callgrind file @out: its
+    functions' exclusive counts (not the libc calls they make), which a
+    NIC would not spend on the host."""
+    p = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100",
+                        out], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True, check=False)
+    n = 0
+    for line in p.stdout.splitlines():
+        f = line.split()
+        # callgrind_annotate names files relative to the working
+        # directory when it can: "providers/null/..." or ".../providers/...".
+        if len(f) >= 2 and NULL_SRC.search(line):
+            try:
+                n += int(f[0].replace(",", ""))
+            except ValueError:
+                pass
+    return n
 
 
 def median(xs):
@@ -119,7 +146,8 @@ def compare(args, case):
         for side in ("before", "after"):
             i = (instr_per_dgram(getattr(args, side), case, args.csum)
                  if side in sides else None)
-            row[side + "_instr"] = round(i) if i else None
+            row[side + "_instr"] = round(i[0]) if i else None
+            row[side + "_null_instr"] = round(i[1]) if i else None
         if row["before_instr"] and row["after_instr"]:
             row["instr_ratio"] = round(row["after_instr"] /
                                        row["before_instr"], 3)
@@ -151,7 +179,7 @@ def main():
             "case", "before ns", "after ns", "ratio", "before med",
             "after med", "load")
         if args.instr:
-            hdr += "  instr before -> after"
+            hdr += "  instr before -> after (null device's own)"
         print(hdr)
     for case in args.case or CASES:
         row = compare(args, case)
@@ -169,7 +197,9 @@ def main():
             fmt(row["after_ns_median"], "%10.1f"),
             row["loadavg_min"], row["loadavg_max"])
         if args.instr:
-            line += "  %s -> %s" % (row["before_instr"], row["after_instr"])
+            line += "  %s -> %s (null %s -> %s)" % (
+                row["before_instr"], row["after_instr"],
+                row["before_null_instr"], row["after_null_instr"])
         print(line, flush=True)
 
 if __name__ == "__main__":
