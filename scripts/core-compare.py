@@ -42,11 +42,10 @@ CASES = ["send_connected_b1", "send_connected_b32", "sendto_b1",
 NULL_SRC = re.compile(r"\s(\S*/)?providers/null/[^/\s]+:")
 
 
-def core_run(bench, case, csum, extra=()):
+def core_run(bench, case, csum):
     """One `qps_bench core` run of @case: its JSON object, or None when
     the binary does not know the case or the run failed."""
     cmd = [bench, "core", "--json", "--case", case, "--csum", csum]
-    cmd += list(extra)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, check=False)
     if p.returncode != 0:
@@ -100,8 +99,8 @@ def null_instr(out):
     n = 0
     for line in p.stdout.splitlines():
         f = line.split()
-        # callgrind_annotate names files relative to the working
-        # directory when it can: "providers/null/..." or ".../providers/...".
+        # Files are named relative to the working directory when they
+        # are below it, absolute otherwise.
         if len(f) >= 2 and NULL_SRC.search(line):
             try:
                 n += int(f[0].replace(",", ""))
@@ -124,6 +123,10 @@ def compare(args, case):
         for side in list(sides):
             rec = core_run(getattr(args, side), case, args.csum)
             if rec is None:
+                print("%s: the %s binary did not run it%s" %
+                      (case, side, "" if not runs[side] else
+                       " on run %d; its side is left out" %
+                       (len(runs[side]) + 1)), file=sys.stderr)
                 sides.remove(side)
                 runs[side] = []
                 continue
