@@ -259,14 +259,19 @@ static void qps_sq_mlx4_bf_write(struct qps_sq_mlx4 *sq, const void *img,
 {
 	struct qps_mlx4_bf_state *bf = sq->m.bf_state;
 
-	pthread_spin_lock(&bf->lock);
+	/* A register with one writer (bf_alone) is serialised by that
+	 * queue's lock already, as libmlx4 drops its bf_lock for a
+	 * single-threaded context. */
+	if (!sq->bf_alone)
+		pthread_spin_lock(&bf->lock);
 	qps_mmio_wc_start();
 	sq->m.bf_copy(sq->qp, (uint8_t *)sq->m.bf_reg + bf->off, img, bytes);
 	qps_mmio_flush_writes();
 	/* Alternate halves: back-to-back writes never share a
 	 * write-combining buffer. */
 	bf->off ^= sq->m.bf_buf_size;
-	pthread_spin_unlock(&bf->lock);
+	if (!sq->bf_alone)
+		pthread_spin_unlock(&bf->lock);
 }
 
 /*
@@ -275,40 +280,40 @@ static void qps_sq_mlx4_bf_write(struct qps_sq_mlx4 *sq, const void *img,
  */
 int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq)
 {
-	uint8_t img[QPS_MLX4_BF_MAX] __attribute__((aligned(64)));
-	struct mlx4_wqe_ctrl_seg *c = (void *)img, *ctrl;
-	const uint8_t *wqe;
+	struct mlx4_wqe_ctrl_seg *ctrl;
 	uint32_t last, bytes;
 
 	if (sq->head == sq->rung)
 		return QPS_SQ_RANG_NONE;
 	last = sq->head - 1;
 	sq->rung = sq->head;
-	wqe = qps_sq_mlx4_slot(sq, last);
 	ctrl = (void *)qps_sq_mlx4_slot(sq, last);
 	/* The last WQE before the doorbell asks for a completion, so every
 	 * WQE rung here is reaped without waiting for a later one. Still
-	 * ours (owner word held back): a plain store, published by the
-	 * release in qps_sq_mlx4_give(). */
+	 * ours (owner word held back): plain stores, published by the
+	 * release that gives it. */
 	ctrl->srcrb_flags |= htobe32(MLX4_WQE_CTRL_CQ_UPDATE);
-	qps_sq_mlx4_give(sq, last);
 	bytes = ((uint32_t)(ctrl->fence_size & 0x3f) * 16 +
 		 QPS_MLX4_WQEBB - 1) & ~(QPS_MLX4_WQEBB - 1);
 	if (sq->bf && bytes <= sq->m.bf_buf_size) {
-		/* The register image of the last WQE, CQ_UPDATE included:
-		 * its index in the owner word and our QP number over the
-		 * vlan bytes, as libmlx4 and mlx4_en build it. The ring
-		 * copy stays. */
-		memcpy(img, wqe, bytes);
-		c->owner_opcode |= htobe32((last & 0xffff) << 8);
-		c->bf_qpn |= sq->m.doorbell_qpn;
+		/* The WQE is its own register image, as libmlx4 and mlx4_en
+		 * build it in the ring: our QP number over the vlan bytes
+		 * and its index in the owner word, both of which the device
+		 * ignores when it fetches the WQE from the ring instead. */
+		ctrl->bf_qpn |= sq->m.doorbell_qpn;
+		/* Release: as qps_sq_mlx4_give(). */
+		__atomic_store_n(&ctrl->owner_opcode,
+				 qps_sq_mlx4_owner(sq, last) |
+				 htobe32((last & 0xffff) << 8),
+				 __ATOMIC_RELEASE);
 		/* The earlier unrung WQEs in the ring are visible before
 		 * the register write that makes the device run them; the
 		 * device reads their owner words with acquire. */
 		qps_udma_to_device_barrier();
-		qps_sq_mlx4_bf_write(sq, img, bytes);
+		qps_sq_mlx4_bf_write(sq, ctrl, bytes);
 		return QPS_SQ_RANG_BF;
 	}
+	qps_sq_mlx4_give(sq, last);
 	/* The WQEs before the doorbell write (as above). */
 	qps_udma_to_device_barrier();
 	sq->m.db_write(sq->qp, sq->m.doorbell_qpn);
@@ -318,7 +323,13 @@ int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq)
 /* The send-path table (sq_path.h) over the functions above. */
 static int qps_sq_mlx4_path_init(struct qps_sq *sq)
 {
-	return qps_sq_mlx4_init(&sq->mlx4, sq->qp);
+	int ret = qps_sq_mlx4_init(&sq->mlx4, sq->qp);
+
+	/* The context's only send queue is the register's only writer
+	 * (provider.h: one register per device context, one context per
+	 * device open). */
+	sq->mlx4.bf_alone = sq->ctx->nsq == 1;
+	return ret;
 }
 
 static uint32_t qps_sq_mlx4_path_room(const struct qps_sq *sq)

@@ -25,6 +25,8 @@ struct qps_sq_mlx4 {
 				 * what it leaves, since the tail only grows */
 	uint32_t max_inline;	/* frames up to this size are inlined */
 	bool bf;		/* BlueFlame allowed (bf_reg present) */
+	bool bf_alone;		/* no other queue writes the register: its
+				 * lock (bf_state) is not taken */
 };
 
 /* Take over @qp's send ring; it must be empty and start at WQE 0 (a new
