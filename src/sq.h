@@ -70,6 +70,9 @@ struct qps_sq {
 	const struct qps_sq_path *path;	/* ctx->tx_ops (sq_path.h) */
 	uint8_t *buf;			/* ctx->tx_depth slots in ctx->tx_mr */
 	bool lock_init;
+	/* Frames up to this length may be written from their pieces
+	 * (sq_path.h); set by the path's init and reset, under the lock. */
+	uint32_t pieces_max;
 	/* Priority bands: producers enqueue slot indexes (+1) without
 	 * sq->lock; the band owner posts them, taking sq->lock in its post
 	 * callback (tx.c qps_tx_prio_post). */
@@ -159,15 +162,17 @@ void qps_tx_posted_unpush(struct qps_sq *sq, uint32_t n);
  * many. */
 uint32_t qps_tx_reclaim_locked(struct qps_sq *sq);
 /*
- * Count the frame in @slot (@len bytes) on the QP (qps_txq_enqueue; its
- * head in *@head) and write it to the send queue. @more: another frame
+ * Count the frame in @slot (@len bytes; in the pieces @f instead, if not
+ * NULL: sq_path.h) on the QP (qps_txq_enqueue; its head in *@head) and
+ * write it to the send queue. @more: another frame
  * follows at once (MSG_MORE, a batch), so the doorbell may wait; otherwise
  * it is rung now. A full send queue rings it regardless. Returns 0 or
  * -errno; a frame that could not be written is uncounted and its slot
  * given back.
  */
-int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
-		       bool more, uint32_t *head);
+int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot,
+		       const struct qps_tx_frame *f, uint32_t len, bool more,
+		       uint32_t *head);
 /* The end of a send call on @sq: ring now, or (@more) leave the doorbell
  * to the next call, a flush or the bounded delay. */
 int qps_tx_end_locked(struct qps_sq *sq, bool more);

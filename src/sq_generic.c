@@ -23,12 +23,17 @@
 /* Chain @slot's WR; @signaled: it asks for a completion (the chain's
  * tail is made to at ring time regardless). */
 static int qps_sq_generic_write(struct qps_sq *sq, uint32_t slot,
-				uint32_t len, bool signaled)
+				const struct qps_tx_frame *f, uint32_t len,
+				bool signaled)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	struct ibv_send_wr *wr = &sq->wr[slot];
 	struct ibv_sge *sge = &sq->sge[slot];
 
+	/* The device gathers from registered memory: frames are in slots
+	 * (pieces_max 0). */
+	if (f)
+		return -EINVAL;
 	sge->addr = (uintptr_t)(sq->buf + (size_t)slot * ctx->tx_slot_size);
 	sge->length = len;
 	sge->lkey = ctx->tx_mr->lkey;
@@ -138,6 +143,7 @@ static int qps_sq_generic_ring(struct qps_sq *sq, uint32_t *bf)
 static int qps_sq_generic_init(struct qps_sq *sq)
 {
 	sq->pend_head = sq->pend_tail = NULL;
+	sq->pieces_max = 0;
 	return 0;
 }
 

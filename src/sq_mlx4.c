@@ -140,22 +140,56 @@ static inline void qps_sq_mlx4_chunk(struct mlx4_wqe_inline_seg *seg,
 	seg->byte_count = htobe32(MLX4_INLINE_SEG | n);
 }
 
+/* The chunks after the first, from the WQE's second 64 bytes on: @len
+ * bytes of @src. Returns how many. */
+static uint32_t qps_sq_mlx4_inline_rest(uint8_t *wqe, const uint8_t *src,
+					uint32_t len)
+{
+	uint32_t off = QPS_MLX4_WQEBB, nseg = 0, n;
+
+	for (; len; src += n, len -= n, off += QPS_MLX4_WQEBB) {
+		n = len < QPS_MLX4_CHUNK ? len : (uint32_t)QPS_MLX4_CHUNK;
+		qps_sq_mlx4_chunk((void *)(wqe + off), src, n);
+		nseg++;
+	}
+	return nseg;
+}
+
 /* Inline chunks of at most 64 bytes, headers included; returns the bytes
  * written after the ctrl segment. */
 static uint32_t qps_sq_mlx4_inline(uint8_t *wqe, const uint8_t *src,
 				   uint32_t len)
 {
 	uint32_t n = len < QPS_MLX4_CHUNK0 ? len : (uint32_t)QPS_MLX4_CHUNK0;
-	uint32_t off = QPS_MLX4_WQEBB, left = len - n, nseg = 1;
+	uint32_t nseg;
 
 	qps_sq_mlx4_chunk((void *)(wqe + sizeof(struct mlx4_wqe_ctrl_seg)),
 			  src, n);
-	for (src += n; left; src += n, left -= n, off += QPS_MLX4_WQEBB) {
-		n = left < QPS_MLX4_CHUNK ? left : (uint32_t)QPS_MLX4_CHUNK;
-		qps_sq_mlx4_chunk((void *)(wqe + off), src, n);
-		nseg++;
-	}
+	nseg = 1 + qps_sq_mlx4_inline_rest(wqe, src + n, len - n);
 	return len + nseg * (uint32_t)sizeof(struct mlx4_wqe_inline_seg);
+}
+
+/* As qps_sq_mlx4_inline, for the frame @f: its headers, built in the
+ * first chunk, then its payload. */
+static uint32_t qps_sq_mlx4_inline_pieces(uint8_t *wqe,
+					  const struct qps_tx_frame *f)
+{
+	struct mlx4_wqe_inline_seg *seg =
+		(void *)(wqe + sizeof(struct mlx4_wqe_ctrl_seg));
+	uint8_t *d = (uint8_t *)(seg + 1);
+	uint32_t n = QPS_MLX4_CHUNK0 - QPS_HDRS_LEN, i, nseg;
+
+	if (n > f->plen)
+		n = f->plen;
+	qps_frame_build_tmpl(d, f->tmpl, f->ip_id, f->plen);
+	/* A byte or two: a loop, not a call. */
+	for (i = 0; i < n; i++)
+		d[QPS_HDRS_LEN + i] = f->payload[i];
+	qps_udma_to_device_barrier();
+	seg->byte_count = htobe32(MLX4_INLINE_SEG | (QPS_HDRS_LEN + n));
+	nseg = 1 + qps_sq_mlx4_inline_rest(wqe, f->payload + n, f->plen - n);
+	return QPS_HDRS_LEN + f->plen +
+	       nseg * (uint32_t)sizeof(struct mlx4_wqe_inline_seg);
 }
 
 /* 0xffffffff in the first dword of every chunk but the first of the WQE
@@ -194,41 +228,25 @@ static void qps_sq_mlx4_give(struct qps_sq_mlx4 *sq, uint32_t ind)
 			 __ATOMIC_RELEASE);
 }
 
-/*
- * Write one SEND WQE for @frame: inline when it fits, else one data
- * segment (@lkey must cover the frame until its completion); @signaled:
- * it asks for a completion; @csum: the ctrl segment's checksum flags
- * (MLX4_WQE_CTRL_IP_HDR_CSUM, MLX4_WQE_CTRL_TCP_UDP_CSUM) or 0. The
- * device gets it, unchanged, when the next WQE is written, or with
- * CQ_UPDATE set when qps_sq_mlx4_ring() runs (see the top of this file).
- * -ENOSPC when the ring is full, -EINVAL for an empty frame.
- */
-int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
-		      uint32_t len, uint32_t lkey, uint64_t wr_id,
-		      bool signaled, uint32_t csum)
+/* Room for the WQE at sq->head: the one before it, not the last before
+ * the ring after all, goes as written. -ENOSPC when the ring is full. */
+static int qps_sq_mlx4_begin(struct qps_sq_mlx4 *sq)
 {
-	uint32_t ind = sq->head;
-	uint8_t *wqe;
-	struct mlx4_wqe_ctrl_seg *ctrl;
-	uint32_t bytes;
-
-	if (!len || !frame)
-		return -EINVAL;
 	if (!qps_sq_mlx4_room_update(sq))
 		return -ENOSPC;
-	/* The WQE before this one is not the last before the ring: it goes
-	 * as written. */
 	if (sq->head != sq->rung)
-		qps_sq_mlx4_give(sq, ind - 1);
-	wqe = qps_sq_mlx4_slot(sq, ind);
-	ctrl = (void *)wqe;
-	if (len <= sq->max_inline) {
-		bytes = qps_sq_mlx4_inline(wqe, frame, len);
-	} else {
-		mlx4dv_set_data_seg((void *)(wqe + sizeof(*ctrl)), len, lkey,
-				    (uintptr_t)frame);
-		bytes = sizeof(struct mlx4_wqe_data_seg);
-	}
+		qps_sq_mlx4_give(sq, sq->head - 1);
+	return 0;
+}
+
+/* The ctrl segment of the WQE at sq->head, whose segments (@bytes after
+ * the ctrl segment) are written, and its wr_id; then it is the newest. */
+static void qps_sq_mlx4_end(struct qps_sq_mlx4 *sq, uint32_t bytes,
+			    uint64_t wr_id, bool signaled, uint32_t csum)
+{
+	uint32_t ind = sq->head;
+	struct mlx4_wqe_ctrl_seg *ctrl = (void *)qps_sq_mlx4_slot(sq, ind);
+
 	ctrl->bf_qpn = 0;
 	ctrl->fence_size = (uint8_t)(1 + (bytes + 15) / 16);
 	ctrl->srcrb_flags = htobe32(MLX4_WQE_CTRL_SOLICIT | csum |
@@ -242,6 +260,60 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 	qps_sq_mlx4_stamp(sq, ind + sq->m.spare_wqes);
 	sq->head = ind + 1;
 	*sq->m.head = sq->head;
+}
+
+/*
+ * Write one SEND WQE for @frame: inline when it fits, else one data
+ * segment (@lkey must cover the frame until its completion); @signaled:
+ * it asks for a completion; @csum: the ctrl segment's checksum flags
+ * (MLX4_WQE_CTRL_IP_HDR_CSUM, MLX4_WQE_CTRL_TCP_UDP_CSUM) or 0. The
+ * device gets it, unchanged, when the next WQE is written, or with
+ * CQ_UPDATE set when qps_sq_mlx4_ring() runs (see the top of this file).
+ * -ENOSPC when the ring is full, -EINVAL for an empty frame.
+ */
+int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
+		      uint32_t len, uint32_t lkey, uint64_t wr_id,
+		      bool signaled, uint32_t csum)
+{
+	uint8_t *wqe = qps_sq_mlx4_slot(sq, sq->head);
+	uint32_t bytes;
+	int ret;
+
+	if (!len || !frame)
+		return -EINVAL;
+	ret = qps_sq_mlx4_begin(sq);
+	if (ret < 0)
+		return ret;
+	if (len <= sq->max_inline) {
+		bytes = qps_sq_mlx4_inline(wqe, frame, len);
+	} else {
+		mlx4dv_set_data_seg((void *)(wqe +
+					     sizeof(struct mlx4_wqe_ctrl_seg)),
+				    len, lkey, (uintptr_t)frame);
+		bytes = sizeof(struct mlx4_wqe_data_seg);
+	}
+	qps_sq_mlx4_end(sq, bytes, wr_id, signaled, csum);
+	return 0;
+}
+
+/* As qps_sq_mlx4_write, for the frame @f, inline: -EMSGSIZE when it does
+ * not fit. */
+int qps_sq_mlx4_write_pieces(struct qps_sq_mlx4 *sq,
+			     const struct qps_tx_frame *f, uint64_t wr_id,
+			     bool signaled, uint32_t csum)
+{
+	int ret;
+
+	if (!f->tmpl || (f->plen && !f->payload))
+		return -EINVAL;
+	if (QPS_HDRS_LEN + f->plen > sq->max_inline)
+		return -EMSGSIZE;
+	ret = qps_sq_mlx4_begin(sq);
+	if (ret < 0)
+		return ret;
+	qps_sq_mlx4_end(sq, qps_sq_mlx4_inline_pieces(
+				     qps_sq_mlx4_slot(sq, sq->head), f),
+			wr_id, signaled, csum);
 	return 0;
 }
 
@@ -329,6 +401,7 @@ static int qps_sq_mlx4_path_init(struct qps_sq *sq)
 	 * (provider.h: one register per device context, one context per
 	 * device open). */
 	sq->mlx4.bf_alone = sq->ctx->nsq == 1;
+	sq->pieces_max = ret < 0 ? 0 : sq->mlx4.max_inline;
 	return ret;
 }
 
@@ -338,7 +411,8 @@ static uint32_t qps_sq_mlx4_path_room(const struct qps_sq *sq)
 }
 
 static int qps_sq_mlx4_path_write(struct qps_sq *sq, uint32_t slot,
-				  uint32_t len, bool signaled)
+				  const struct qps_tx_frame *f, uint32_t len,
+				  bool signaled)
 {
 	const struct qps_ctx *ctx = sq->ctx;
 	/* As libmlx4 turns IBV_SEND_IP_CSUM into a raw-packet WQE. */
@@ -346,6 +420,9 @@ static int qps_sq_mlx4_path_write(struct qps_sq *sq, uint32_t slot,
 			MLX4_WQE_CTRL_IP_HDR_CSUM |
 			MLX4_WQE_CTRL_TCP_UDP_CSUM : 0;
 
+	if (f)
+		return qps_sq_mlx4_write_pieces(&sq->mlx4, f, slot, signaled,
+						csum);
 	return qps_sq_mlx4_write(&sq->mlx4,
 				 sq->buf + (size_t)slot * ctx->tx_slot_size,
 				 len, ctx->tx_mr->lkey, slot, signaled, csum);

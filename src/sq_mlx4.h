@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "provider.h"
+#include "sq_path.h"
 
 /* What qps_sq_mlx4_ring() wrote. */
 enum { QPS_SQ_RANG_NONE = 0, QPS_SQ_RANG_DB = 1, QPS_SQ_RANG_BF = 2 };
@@ -37,6 +38,9 @@ uint32_t qps_sq_mlx4_room(const struct qps_sq_mlx4 *sq);
 int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 		      uint32_t len, uint32_t lkey, uint64_t wr_id,
 		      bool signaled, uint32_t csum);
+int qps_sq_mlx4_write_pieces(struct qps_sq_mlx4 *sq,
+			     const struct qps_tx_frame *f, uint64_t wr_id,
+			     bool signaled, uint32_t csum);
 int qps_sq_mlx4_ring(struct qps_sq_mlx4 *sq);
 
 #endif /* QPS_SQ_MLX4_H */

@@ -19,6 +19,22 @@
 
 struct qps_sq;
 
+/*
+ * A frame in pieces, for a path that copies frames into its WQEs (mlx4
+ * inline): the header template of a connected endpoint (QPS_HDRS_LEN
+ * bytes: the headers but for the lengths and the IP ID), the IP ID
+ * (network order), and the payload where the sender has it. Written so,
+ * the frame is never copied into its slot first (the slot still names
+ * its completion), and the headers are finished where they are written
+ * (qps_frame_build_tmpl), not read back just after.
+ */
+struct qps_tx_frame {
+	const uint8_t *tmpl;
+	const uint8_t *payload;
+	uint32_t plen;
+	uint16_t ip_id;
+};
+
 struct qps_sq_path {
 	const char *name;
 	/* After the QP is created (and brought up): take over its send
@@ -31,8 +47,12 @@ struct qps_sq_path {
 	 * slots bound the rest (UINT32_MAX: only they do). */
 	uint32_t (*room)(const struct qps_sq *sq);
 	/* Write the frame in @slot (@len bytes) as the newest WQE, not yet
-	 * rung; @signaled: it asks for a completion. -ENOSPC: no room. */
-	int (*write)(struct qps_sq *sq, uint32_t slot, uint32_t len,
+	 * rung; @signaled: it asks for a completion. @f: the frame is in
+	 * these pieces instead, never in the slot; only for @len up to
+	 * sq->pieces_max, which init and reset set (0: never). -ENOSPC: no
+	 * room. */
+	int (*write)(struct qps_sq *sq, uint32_t slot,
+		     const struct qps_tx_frame *f, uint32_t len,
 		     bool signaled);
 	/* Wake the device for every WQE written since the last ring; the
 	 * newest asks for a completion. Returns the doorbells rung (post

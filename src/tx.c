@@ -258,8 +258,9 @@ int qps_tx_poll_rx(struct qps_ctx *ctx)
 	return qps_tx_poll_some(ctx, QPS_TXF_POLL, true);
 }
 
-int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
-		       bool more, uint32_t *head)
+int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot,
+		       const struct qps_tx_frame *f, uint32_t len, bool more,
+		       uint32_t *head)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	bool sig;
@@ -277,7 +278,7 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot, uint32_t len,
 		sig = true;
 		qps_txts_posted(&sq->meta[slot]);
 	}
-	ret = sq->path->write(sq, slot, len, sig);
+	ret = sq->path->write(sq, slot, f, len, sig);
 	if (ret < 0) {
 		/* Posted by the band owner after its sender returned:
 		 * tx_errors is where the loss shows. */
@@ -317,18 +318,19 @@ int qps_tx_end_locked(struct qps_sq *sq, bool more)
 
 /*
  * Post one parked slot (band owner, under sq->lock): count it on the QP,
- * write its WQE, then, now that it has a head, commit its flow and take
- * it out of the parked count (qps_txq_park orders the two).
+ * write its WQE (from @f if not NULL: sq_path.h), then, now that it has a
+ * head, commit its flow and take it out of the parked count
+ * (qps_txq_park orders the two).
  */
 static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
-				    bool more)
+				    const struct qps_tx_frame *f, bool more)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	const struct qps_tx_meta *m = &sq->meta[slot];
 	uint32_t head;
 	int ret;
 
-	ret = qps_tx_xmit_locked(sq, slot, m->len, more, &head);
+	ret = qps_tx_xmit_locked(sq, slot, f, m->len, more, &head);
 	if (ret == 0 && (m->flags & QPS_TXM_FLOW))
 		qps_txq_flow_commit(ctx->txq, m->hash, (int)sq->idx, head);
 	qps_txq_park(ctx->txq, (int)sq->idx, -1);
@@ -339,16 +341,19 @@ static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
 }
 
 /*
- * The bands' post callback: runs in whichever producer owns the bands (or
- * a kick), never under sq->lock, and takes it for the whole burst. A
- * frame is written with the `more` hint when another follows in this
- * burst, the module has more queued (@more), or its sender said more
- * follows (QPS_TXM_MORE); the burst is rung at its end (see below). A frame the
- * device refuses is counted in tx_errors and its slot freed by
- * qps_tx_xmit_locked, so every item offered is taken.
+ * The bands' post callback (qps_tx_prio_post): runs in whichever producer
+ * owns the bands (or a kick), never under sq->lock, and takes it for the
+ * whole burst; and a bypass's post (qps_tx_one), whose one item may be in
+ * the pieces @f (sq_path.h; NULL: in its slot, as every item of the
+ * callback's). A frame is written with the `more` hint when another
+ * follows in this burst, the module has more queued (@more), or its
+ * sender said more follows (QPS_TXM_MORE); the burst is rung at its end
+ * (see below). A frame the device refuses is counted in tx_errors and its
+ * slot freed by qps_tx_xmit_locked, so every item offered is taken.
  */
-static void qps_tx_prio_post_locked(struct qps_sq *sq, void **items,
-				    unsigned int n, bool more)
+static void qps_tx_post_burst_locked(struct qps_sq *sq, void **items,
+				     unsigned int n, bool more,
+				     const struct qps_tx_frame *f)
 {
 	const void *last_who = NULL;
 	bool plain = n == 0;
@@ -361,7 +366,8 @@ static void qps_tx_prio_post_locked(struct qps_sq *sq, void **items,
 
 		plain |= !(flags & QPS_TXM_MORE);
 		last_who = sq->meta[slot].who;
-		qps_tx_post_slot_locked(sq, slot, more || i + 1 < n ||
+		qps_tx_post_slot_locked(sq, slot, i ? NULL : f,
+					more || i + 1 < n ||
 					(flags & QPS_TXM_MORE));
 	}
 	/* Unless a post follows, what was written with the `more` hint is
@@ -385,7 +391,7 @@ int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 	struct qps_sq *sq = arg;
 
 	pthread_mutex_lock(&sq->lock);
-	qps_tx_prio_post_locked(sq, items, n, more);
+	qps_tx_post_burst_locked(sq, items, n, more, NULL);
 	pthread_mutex_unlock(&sq->lock);
 	return (int)n;
 }
@@ -892,10 +898,25 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 	return ret;
 }
 
+/* The frame @f into @slot of @sq, for a post that reads it from there. */
+static void qps_tx_flatten(struct qps_sq *sq, uint32_t slot,
+			   const struct qps_tx_frame *f)
+{
+	uint8_t *frame = sq->buf + (size_t)slot * sq->ctx->tx_slot_size;
+
+	if (f->plen)
+		memcpy(frame + QPS_HDRS_LEN, f->payload, f->plen);
+	qps_frame_build_tmpl(frame, f->tmpl, f->ip_id, f->plen);
+}
+
 /*
- * Build one checked datagram to @dst (NULL: the connected peer) in a slot
- * of the send queue picked for it and hand it to that queue; *@sent_to
- * says where it went.
+ * Build one checked datagram to @dst (NULL: the connected peer) for the
+ * send queue picked for it and hand it to that queue; *@sent_to says
+ * where it went. A connected endpoint's datagram on a device that sums
+ * it stays in pieces (the queue's header template, the caller's payload)
+ * until a bypass writes it straight into the WQE (sq_path.h); posted any
+ * other way, it is built in its slot first. Both happen under sq->lock,
+ * which keeps the template.
  */
 static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		      const void *buf, size_t len,
@@ -906,6 +927,12 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	struct qps_frame_hdr h;
 	struct sockaddr_in to;
 	struct qps_sq *sq;
+	struct qps_tx_frame pieces = {
+		.tmpl = NULL,
+		.payload = buf,
+		.plen = (uint32_t)len,
+	};
+	bool flat = true;	/* the frame is in its slot */
 	uint32_t slot, hash = 0;
 	/* The headers from sq->tmpl, checked once the slot is ours: a wait
 	 * for one drops the lock, and another endpoint's send may build the
@@ -960,14 +987,15 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (ctx->ud) {
 		ret = qps_tx_ud_build_locked(ep, sq, slot, &to, buf, len);
 	} else if (tmpl) {
-		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
-
 		ret = qps_tx_tmpl_locked(ep, sq, &to, gen);
-		if (ret == 0 && len)
-			memcpy(frame + QPS_HDRS_LEN, buf, len);
-		if (ret == 0)
-			ret = qps_frame_build_tmpl(frame, sq->tmpl.hdr,
-						   htons(sq->ip_id++), len);
+		if (ret == 0) {
+			pieces.tmpl = sq->tmpl.hdr;
+			pieces.ip_id = htons(sq->ip_id++);
+			ret = (int)(QPS_HDRS_LEN + len);
+			flat = (uint32_t)ret > sq->pieces_max;
+			if (flat)
+				qps_tx_flatten(sq, slot, &pieces);
+		}
 	} else if (ctx->csum_offload) {
 		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
 
@@ -1010,6 +1038,8 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	 * (qps_tx_run_unlock gives them back). Holding the transmitter of
 	 * this call's previous datagram: go on while nobody queued. */
 	if (r->owner && !qps_prio_bypass_again(sq->prio)) {
+		if (!flat)
+			qps_tx_flatten(sq, slot, &pieces);
 		qps_tx_run_unlock(r);
 		return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len,
 				   prio, dontwait, true);
@@ -1023,13 +1053,16 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (bypass > 0) {
 		void *item = (void *)((uintptr_t)slot + 1);
 
-		qps_tx_prio_post_locked(sq, &item, 1, false);
+		qps_tx_post_burst_locked(sq, &item, 1, false,
+					 flat ? NULL : &pieces);
 		r->owner = true;
 		r->band = qps_prio_band(prio);
 		return 0;
 	}
 	/* Otherwise the owner's post takes sq->lock: hand the slot over
 	 * without it. */
+	if (!flat)
+		qps_tx_flatten(sq, slot, &pieces);
 	pthread_mutex_unlock(&sq->lock);
 	r->sq = NULL;
 	if (bypass < 0)

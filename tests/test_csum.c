@@ -67,13 +67,26 @@ static void tap(void *arg, const uint8_t *frame, uint32_t len)
 static struct qps_sq_path rec_path;
 static const struct qps_sq_path *real_path;
 static int g_corrupt = -1;
+static unsigned int g_core_pieces;	/* frames written from pieces */
 
-static int rec_write(struct qps_sq *sq, uint32_t slot, uint32_t len,
+static int rec_write(struct qps_sq *sq, uint32_t slot,
+		     const struct qps_tx_frame *pieces, uint32_t len,
 		     bool signaled)
 {
 	uint8_t *f = sq->buf + (size_t)slot * sq->ctx->tx_slot_size;
 	struct cap *c = &g_core_cap;
 
+	/* A frame in pieces is recorded whole; damaged, it is written from
+	 * the slot. */
+	if (pieces) {
+		memcpy(f + QPS_HDRS_LEN, pieces->payload, pieces->plen);
+		qps_frame_build_tmpl(f, pieces->tmpl, pieces->ip_id,
+				     pieces->plen);
+		EQ(len, QPS_HDRS_LEN + pieces->plen);
+		g_core_pieces++;
+		if (g_corrupt >= 0)
+			pieces = NULL;
+	}
 	if (g_corrupt >= 0)
 		f[g_corrupt] ^= 0x5a;
 	if (c->n < MAX_FRAMES && len <= QPS_EMU_FRAME_MAX) {
@@ -81,7 +94,7 @@ static int rec_write(struct qps_sq *sq, uint32_t slot, uint32_t len,
 		memcpy(c->f[c->n], f, len);
 		c->len[c->n++] = len;
 	}
-	return real_path->write(sq, slot, len, signaled);
+	return real_path->write(sq, slot, pieces, len, signaled);
 }
 
 static struct qps_ctx *mkctx(const char *ip, uint32_t path, bool offload)
@@ -108,6 +121,7 @@ static void record(struct qps_ctx *ctx)
 	memset(&g_wire_cap, 0, sizeof(g_wire_cap));
 	memset(&g_core_cap, 0, sizeof(g_core_cap));
 	g_corrupt = -1;
+	g_core_pieces = 0;
 	real_path = sq->path;
 	rec_path = *real_path;
 	rec_path.write = rec_write;
@@ -163,6 +177,7 @@ static void wire_sums(uint32_t path, bool offload)
 	struct qps_ctx *a, *b;
 	struct qps_ep *ea, *eb;
 	uint8_t buf[1472], got[1472];
+	unsigned int pieces = 0;
 	size_t i;
 
 	t_wire_name(g_wire, sizeof(g_wire), "csum-wire");
@@ -187,6 +202,15 @@ static void wire_sums(uint32_t path, bool offload)
 	}
 	EQ_FATAL(g_wire_cap.n, n);
 	EQ_FATAL(g_core_cap.n, n);
+	/* With the device summing, the direct path writes a connected
+	 * send's frame that fits inline from the header template and the
+	 * caller's payload, never built in its slot (sq_path.h); the wire
+	 * has it whole all the same. */
+	for (i = 0; i < n; i += 2)
+		pieces += QPS_HDRS_LEN + sizes[i] <= a->sq[0].pieces_max;
+	if (path == QPS_TX_PATH_DIRECT)
+		EQ(pieces, 3);
+	EQ(g_core_pieces, offload ? pieces : 0);
 	for (i = 0; i < n; i++) {
 		const uint8_t *w = g_wire_cap.f[i], *c = g_core_cap.f[i];
 

@@ -192,12 +192,13 @@ static struct qps_sq_path refusing_path;
 static const struct qps_sq_path *real_path;
 static unsigned int writes, fail_at;
 
-static int refusing_write(struct qps_sq *sq, uint32_t slot, uint32_t len,
+static int refusing_write(struct qps_sq *sq, uint32_t slot,
+			  const struct qps_tx_frame *f, uint32_t len,
 			  bool signaled)
 {
 	if (++writes == fail_at)
 		return -EIO;
-	return real_path->write(sq, slot, len, signaled);
+	return real_path->write(sq, slot, f, len, signaled);
 }
 
 static void refused_last(uint32_t path)
