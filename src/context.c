@@ -324,6 +324,8 @@ static int qps_ctx_open_dev(struct qps_ctx *ctx, const struct qps_ctx_attr *attr
 	int ret;
 
 	ret = qps_provider_find(name, &ctx->ops);
+	if (ret == 0)
+		ctx->routes_static = qps_provider_routes_static(ctx->ops);
 	if (ret < 0) {
 		qps_log_err("unknown provider '%s' (built: emu%s%s%s)", name,
 #ifdef QPS_HAVE_PACKET

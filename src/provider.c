@@ -187,6 +187,11 @@ static uint64_t stub_route_gen(struct qps_dev *dev)
 	return 0;
 }
 
+bool qps_provider_routes_static(const struct qps_provider_ops *ops)
+{
+	return ops->route_gen == stub_route_gen;
+}
+
 static int stub_modify_qp(struct qps_qp *qp, struct ibv_qp_attr *attr,
 			  int attr_mask)
 {

@@ -373,6 +373,9 @@ extern const struct qps_provider_ops qps_null_ops;
  * returning -EOPNOTSUPP. -ENOENT for an unknown name.
  */
 int qps_provider_find(const char *name, const struct qps_provider_ops **ops);
+/* @ops (filled) keeps the stub route_gen: its routes never change, the
+ * generation is 0 for good. */
+bool qps_provider_routes_static(const struct qps_provider_ops *ops);
 
 /*
  * qps_provider_fill - copy the first @raw->size bytes of @raw into @out and

@@ -118,6 +118,8 @@ struct qps_ctx {
 	uint32_t max_payload;
 	uint32_t max_payload_cap;
 	uint64_t mtu_gen;		/* atomic: the generation it was read in */
+	/* The provider has no route generation: 0 for good (route.c). */
+	bool routes_static;
 
 	struct qps_qp *qp;		/* the receive QP: send queue 0's */
 	struct qps_flow *flow_ucast;
