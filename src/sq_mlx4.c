@@ -181,7 +181,7 @@ static uint32_t qps_sq_mlx4_inline_pieces(uint8_t *wqe,
 
 	if (n > f->plen)
 		n = f->plen;
-	qps_frame_build_tmpl(d, f->tmpl, f->ip_id, f->plen);
+	qps_tx_frame_hdrs(d, f);
 	/* A byte or two: a loop, not a call. */
 	for (i = 0; i < n; i++)
 		d[QPS_HDRS_LEN + i] = f->payload[i];
@@ -304,8 +304,10 @@ int qps_sq_mlx4_write_pieces(struct qps_sq_mlx4 *sq,
 {
 	int ret;
 
-	if (!f->tmpl || (f->plen && !f->payload))
+	if ((!f->tmpl && !f->h) || (f->plen && !f->payload))
 		return -EINVAL;
+	/* Above max_inline: it does not fit; that is always below the
+	 * largest UDP payload, so the headers can be built. */
 	if (QPS_HDRS_LEN + f->plen > sq->max_inline)
 		return -EMSGSIZE;
 	ret = qps_sq_mlx4_begin(sq);

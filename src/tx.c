@@ -906,17 +906,17 @@ static void qps_tx_flatten(struct qps_sq *sq, uint32_t slot,
 
 	if (f->plen)
 		memcpy(frame + QPS_HDRS_LEN, f->payload, f->plen);
-	qps_frame_build_tmpl(frame, f->tmpl, f->ip_id, f->plen);
+	qps_tx_frame_hdrs(frame, f);
 }
 
 /*
  * Build one checked datagram to @dst (NULL: the connected peer) for the
  * send queue picked for it and hand it to that queue; *@sent_to says
- * where it went. A connected endpoint's datagram on a device that sums
- * it stays in pieces (the queue's header template, the caller's payload)
- * until a bypass writes it straight into the WQE (sq_path.h); posted any
- * other way, it is built in its slot first. Both happen under sq->lock,
- * which keeps the template.
+ * where it went. On a device that sums it, a datagram stays in pieces
+ * (its headers' template or fields, the caller's payload) until a bypass
+ * writes it straight into the WQE (sq_path.h); posted any other way, it
+ * is built in its slot first. Both happen under sq->lock, which keeps
+ * the template.
  */
 static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		      const void *buf, size_t len,
@@ -986,24 +986,27 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 
 	if (ctx->ud) {
 		ret = qps_tx_ud_build_locked(ep, sq, slot, &to, buf, len);
-	} else if (tmpl) {
-		ret = qps_tx_tmpl_locked(ep, sq, &to, gen);
-		if (ret == 0) {
+	} else if (ctx->csum_offload) {
+		/* The device sums the frame as it leaves: the payload is
+		 * copied as it is, once. */
+		if (tmpl) {
+			ret = qps_tx_tmpl_locked(ep, sq, &to, gen);
 			pieces.tmpl = sq->tmpl.hdr;
-			pieces.ip_id = htons(sq->ip_id++);
+		} else {
+			qps_tx_hdr_locked(ep, sq, &to, &h);
+			pieces.h = &h;
+			ret = 0;
+		}
+		if (ret == 0) {
+			if (tmpl)
+				pieces.ip_id = htons(sq->ip_id++);
+			/* Within max_payload: qps_frame_build_hw's bound
+			 * holds. */
 			ret = (int)(QPS_HDRS_LEN + len);
 			flat = (uint32_t)ret > sq->pieces_max;
 			if (flat)
 				qps_tx_flatten(sq, slot, &pieces);
 		}
-	} else if (ctx->csum_offload) {
-		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
-
-		/* The device sums the frame as it leaves: a plain copy. */
-		qps_tx_hdr_locked(ep, sq, &to, &h);
-		if (len)
-			memcpy(frame + QPS_HDRS_LEN, buf, len);
-		ret = qps_frame_build_hw(frame, &h, len);
 	} else {
 		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
 
