@@ -229,8 +229,11 @@ static void qps_sq_mlx4_give(struct qps_sq_mlx4 *sq, uint32_t ind)
 }
 
 /* Room for the WQE at sq->head: the one before it, not the last before
- * the ring after all, goes as written. -ENOSPC when the ring is full. */
-static int qps_sq_mlx4_begin(struct qps_sq_mlx4 *sq)
+ * the ring after all, goes as written. -ENOSPC when the ring is full.
+ * This and qps_sq_mlx4_end are the two halves of every write, inlined
+ * into each (a call per WQE costs more than they do). */
+static inline __attribute__((always_inline)) int
+qps_sq_mlx4_begin(struct qps_sq_mlx4 *sq)
 {
 	if (!qps_sq_mlx4_room_update(sq))
 		return -ENOSPC;
@@ -241,8 +244,9 @@ static int qps_sq_mlx4_begin(struct qps_sq_mlx4 *sq)
 
 /* The ctrl segment of the WQE at sq->head, whose segments (@bytes after
  * the ctrl segment) are written, and its wr_id; then it is the newest. */
-static void qps_sq_mlx4_end(struct qps_sq_mlx4 *sq, uint32_t bytes,
-			    uint64_t wr_id, bool signaled, uint32_t csum)
+static inline __attribute__((always_inline)) void
+qps_sq_mlx4_end(struct qps_sq_mlx4 *sq, uint32_t bytes, uint64_t wr_id,
+		bool signaled, uint32_t csum)
 {
 	uint32_t ind = sq->head;
 	struct mlx4_wqe_ctrl_seg *ctrl = (void *)qps_sq_mlx4_slot(sq, ind);
