@@ -169,6 +169,9 @@ static uint32_t qps_sq_mlx4_inline(uint8_t *wqe, const uint8_t *src,
 	return len + nseg * (uint32_t)sizeof(struct mlx4_wqe_inline_seg);
 }
 
+_Static_assert(QPS_HDRS_LEN <= QPS_MLX4_CHUNK0,
+	       "a frame's headers fit in the first inline chunk");
+
 /* As qps_sq_mlx4_inline, for the frame @f: its headers, built in the
  * first chunk, then its payload. */
 static uint32_t qps_sq_mlx4_inline_pieces(uint8_t *wqe,
@@ -187,7 +190,11 @@ static uint32_t qps_sq_mlx4_inline_pieces(uint8_t *wqe,
 		d[QPS_HDRS_LEN + i] = f->payload[i];
 	qps_udma_to_device_barrier();
 	seg->byte_count = htobe32(MLX4_INLINE_SEG | (QPS_HDRS_LEN + n));
-	nseg = 1 + qps_sq_mlx4_inline_rest(wqe, f->payload + n, f->plen - n);
+	nseg = 1;
+	/* An empty payload may have no address at all. */
+	if (f->plen > n)
+		nseg += qps_sq_mlx4_inline_rest(wqe, f->payload + n,
+						f->plen - n);
 	return QPS_HDRS_LEN + f->plen +
 	       nseg * (uint32_t)sizeof(struct mlx4_wqe_inline_seg);
 }
