@@ -37,7 +37,8 @@ import tempfile
 
 CASES = ["send_connected_b1", "send_connected_b32", "sendto_b1",
          "sendmmsg_b32", "send_bands_2thr", "recv_unicast", "recv_mcast_1",
-         "recv_mcast_4", "device_floor_b1", "device_floor_b32"]
+         "recv_mcast_4", "device_floor_b1", "device_floor_b32",
+         "device_floor_b32_locks"]
 
 NULL_SRC = re.compile(r"\s(\S*/)?providers/null/[^/\s]+:")
 
