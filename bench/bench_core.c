@@ -629,7 +629,7 @@ static void bc_print(const struct bc_opts *o, const char *name,
 		       load);
 		return;
 	}
-	printf("%-20s %4s %10.1f %10.1f %10.1f %10s %12llu\n", name,
+	printf("%-22s %4s %10.1f %10.1f %10.1f %10s %12llu\n", name,
 	       res->csum_hw ? "hw" : "sw", res->ns_best, res->ns_median,
 	       res->cpu_best, cyc, (unsigned long long)res->dgrams);
 }
@@ -698,7 +698,7 @@ int qps_bench_core(int argc, char **argv)
 	if (bc_opts_parse(argc, argv, &o))
 		return bc_usage();
 	if (!o.json)
-		printf("%-20s %4s %10s %10s %10s %10s %12s\n", "case", "csum",
+		printf("%-22s %4s %10s %10s %10s %10s %12s\n", "case", "csum",
 		       "ns/dgram", "median", "cpu ns", "cyc/dgram",
 		       "datagrams");
 	for (i = 0; bc_cases[i].name; i++) {
