@@ -1089,6 +1089,91 @@ static void same_wqe_bytes(void)
 	bare_close(&d);
 }
 
+/*
+ * A frame written in pieces (sq_path.h) makes the same WQE as the frame
+ * written whole: headers from their fields or from a template and its IP
+ * ID, payloads around every inline chunk boundary up to the inline
+ * limit, an empty one without an address. No headers, a payload without
+ * an address, or a frame over the inline limit is refused.
+ */
+static void pieces_wqe_bytes(void)
+{
+	static const uint32_t lens[] = { 0, 1, 2, 3, 61, 62, 63, 64, 121,
+					 122, 123, 181, 182 };
+	const unsigned int nlens = sizeof(lens) / sizeof(lens[0]);
+	const uint32_t csum = MLX4_WQE_CTRL_IP_HDR_CSUM |
+			      MLX4_WQE_CTRL_TCP_UDP_CSUM;
+	uint8_t frame[QPS_HDRS_LEN + 256], tmpl[QPS_HDRS_LEN], payload[256];
+	struct qps_sq_mlx4 whole, parts;
+	struct qps_frame_hdr h;
+	struct qps_tx_frame f;
+	struct bare g, d;
+	unsigned int k;
+
+	T_EXCLUDED_RETURN();
+	t_wire_name(g_wire, sizeof(g_wire), "db-pieces");
+	bare_open(&g, 0);
+	bare_open(&d, 0);
+	qps_emu_set_stepping(g.dev, true);
+	qps_emu_set_stepping(d.dev, true);
+	EQ_FATAL(qps_sq_mlx4_init(&whole, g.qp), 0);
+	EQ_FATAL(qps_sq_mlx4_init(&parts, d.qp), 0);
+	EQ_FATAL(parts.max_inline, QPS_HDRS_LEN + lens[nlens - 1]);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.src_mac, g.info.mac, 6);
+	h.dst_mac[0] = 2;
+	h.saddr = g.info.addr.s_addr;
+	inet_pton(AF_INET, IP_B, &h.daddr);
+	h.sport = htons(7000);
+	h.dport = htons(9000);
+	h.ttl = 64;
+	for (k = 0; k < nlens; k++) {
+		h.ip_id = htons((uint16_t)(100 + k));
+		fill(payload, lens[k], k);
+		memcpy(frame + QPS_HDRS_LEN, payload, lens[k]);
+		EQ_FATAL(qps_frame_build_hw(frame, &h, lens[k]),
+			 (int)(QPS_HDRS_LEN + lens[k]));
+		EQ(qps_sq_mlx4_write(&whole, frame, QPS_HDRS_LEN + lens[k],
+				     g.mr->lkey, k, true, csum), 0);
+		memset(&f, 0, sizeof(f));
+		if (k & 1) {
+			/* A template: another IP ID and no payload. */
+			h.ip_id = 0;
+			EQ_FATAL(qps_frame_build_hw(tmpl, &h, 0),
+				 QPS_HDRS_LEN);
+			f.tmpl = tmpl;
+			f.ip_id = htons((uint16_t)(100 + k));
+		} else {
+			f.h = &h;
+		}
+		f.payload = lens[k] ? payload : NULL;
+		f.plen = lens[k];
+		EQ(qps_sq_mlx4_write_pieces(&parts, &f, k, true, csum), 0);
+	}
+	/* Unrung: the newest WQE's owner word is the old lap's in both. */
+	for (k = 0; k < nlens; k++) {
+		const uint8_t *ww = (const uint8_t *)whole.m.buf +
+				    ((size_t)k << whole.m.wqe_shift);
+		const uint8_t *wp = (const uint8_t *)parts.m.buf +
+				    ((size_t)k << parts.m.wqe_shift);
+		uint32_t size = (uint32_t)(ww[7] & 0x3f) * 16;
+
+		EQ((wp[7] & 0x3f) * 16, size);
+		CU_ASSERT(memcmp(ww, wp, size) == 0);
+		EQ(parts.m.wrid[k], k);
+	}
+	f = (struct qps_tx_frame){ .payload = payload, .plen = 1 };
+	EQ(qps_sq_mlx4_write_pieces(&parts, &f, 0, true, csum), -EINVAL);
+	f = (struct qps_tx_frame){ .h = &h, .plen = 1 };
+	EQ(qps_sq_mlx4_write_pieces(&parts, &f, 0, true, csum), -EINVAL);
+	f = (struct qps_tx_frame){ .h = &h, .payload = payload,
+				   .plen = lens[nlens - 1] + 1 };
+	EQ(qps_sq_mlx4_write_pieces(&parts, &f, 0, true, csum), -EMSGSIZE);
+	EQ(*parts.m.head, nlens);
+	bare_close(&g);
+	bare_close(&d);
+}
+
 /* --- qps_sendmmsg's contract ---------------------------------------------- */
 
 static void sendmmsg_api(void)
@@ -1255,6 +1340,7 @@ static CU_TestInfo tests[] = {
 	{ "tx_signal attribute", moderation_attr },
 	{ "BlueFlame: last WQE, small only, same bytes", blueflame },
 	{ "direct WQEs equal post_send's", same_wqe_bytes },
+	{ "a frame in pieces makes the same WQE", pieces_wqe_bytes },
 	{ "qps_sendmmsg contract and attributes", sendmmsg_api },
 	{ "emu cost model", cost_model },
 	CU_TEST_INFO_NULL,
