@@ -902,6 +902,16 @@ static void bare_close(struct bare *x)
 	free(x->frames);
 }
 
+/* Two bare QPs, each on its own device, both devices in stepping mode:
+ * what is written into their rings is compared, nothing runs. */
+static void bare_open_stepping(struct bare *g, struct bare *d)
+{
+	bare_open(g, 0);
+	bare_open(d, 0);
+	qps_emu_set_stepping(g->dev, true);
+	qps_emu_set_stepping(d->dev, true);
+}
+
 /* Frame @k (payload @i of @len bytes) to @ip:@port of @mac. */
 static uint32_t bare_frame(struct bare *x, unsigned int k, uint32_t i,
 			   size_t len, const uint8_t mac[6], const char *ip,
@@ -1030,10 +1040,7 @@ static void same_wqe_bytes(void)
 	T_EXCLUDED_RETURN();
 	t_wire_name(g_wire, sizeof(g_wire), "db-same_wqe");
 
-	bare_open(&g, 0);
-	bare_open(&d, 0);
-	qps_emu_set_stepping(g.dev, true);
-	qps_emu_set_stepping(d.dev, true);
+	bare_open_stepping(&g, &d);
 	EQ_FATAL(qps_sq_mlx4_init(&sq, d.qp), 0);
 	EQ_FATAL(g.ops->mlx4_sq(g.qp, &gm), 0);
 	EQ(gm.wqe_shift, sq.m.wqe_shift);
@@ -1112,10 +1119,7 @@ static void pieces_wqe_bytes(void)
 
 	T_EXCLUDED_RETURN();
 	t_wire_name(g_wire, sizeof(g_wire), "db-pieces");
-	bare_open(&g, 0);
-	bare_open(&d, 0);
-	qps_emu_set_stepping(g.dev, true);
-	qps_emu_set_stepping(d.dev, true);
+	bare_open_stepping(&g, &d);
 	EQ_FATAL(qps_sq_mlx4_init(&whole, g.qp), 0);
 	EQ_FATAL(qps_sq_mlx4_init(&parts, d.qp), 0);
 	EQ_FATAL(parts.max_inline, QPS_HDRS_LEN + lens[nlens - 1]);
