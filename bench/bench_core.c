@@ -332,11 +332,11 @@ static int bc_floor(struct bc_run *r, unsigned int n)
 	unsigned int i;
 	int ret = 0, got;
 
-	pthread_mutex_lock(&sq->lock);
+	qps_mutex_lock(&sq->lock);
 	for (i = 0; i < n && ret == 0; i++)
 		ret = bc_floor_write(r, sq, i, i + 1 == n);
 	got = bc_floor_reap(r, sq, wc);
-	pthread_mutex_unlock(&sq->lock);
+	qps_mutex_unlock(&sq->lock);
 	return bc_floor_result(ret, got, wc, n);
 }
 
@@ -365,13 +365,13 @@ static int bc_floor_b32_locks(struct bc_run *r)
 	for (i = 0; i < BC_BATCH && ret == 0; i++) {
 		bool last = i + 1 == BC_BATCH;
 
-		pthread_mutex_lock(&sq->lock);
+		qps_mutex_lock(&sq->lock);
 		own = qps_prio_bypass_begin(sq->prio);
 		/* Nobody else sends on this queue: the transmitter is free. */
 		ret = own > 0 ? bc_floor_write(r, sq, i, last) : -EBUSY;
 		if (last || ret < 0)
 			got = bc_floor_reap(r, sq, wc);
-		pthread_mutex_unlock(&sq->lock);
+		qps_mutex_unlock(&sq->lock);
 		if (own)
 			qps_prio_bypass_end(sq->prio, 0, own > 0);
 	}

@@ -46,10 +46,7 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	sq->idx = idx;
 	sq->path = ctx->tx_ops;
 	sq->st = &ctx->stat.sq[idx];
-	ret = pthread_mutex_init(&sq->lock, NULL);
-	if (ret)
-		return -ret;
-	sq->lock_init = true;
+	qps_mutex_init(&sq->lock);
 	ret = ctx->ops->create_cq(ctx->dev, (int)ctx->tx_depth, &sq->cq);
 	if (ret < 0)
 		return ret;
@@ -175,8 +172,6 @@ void qps_sqs_destroy(struct qps_ctx *ctx)
 		free(sq->posted);
 		free(sq->post_pos);
 		free(sq->ud_dest);
-		if (sq->lock_init)
-			pthread_mutex_destroy(&sq->lock);
 	}
 	free(ctx->sq);
 	ctx->sq = NULL;
@@ -193,7 +188,7 @@ void qps_sq_lock_all(struct qps_ctx *ctx)
 	uint32_t i;
 
 	for (i = 0; i < ctx->nsq; i++)
-		pthread_mutex_lock(&ctx->sq[i].lock);
+		qps_mutex_lock(&ctx->sq[i].lock);
 }
 
 /* What was done under every lock may have changed what a queue's header
@@ -204,6 +199,6 @@ void qps_sq_unlock_all(struct qps_ctx *ctx)
 
 	while (i--) {
 		ctx->sq[i].tmpl.ep = NULL;
-		pthread_mutex_unlock(&ctx->sq[i].lock);
+		qps_mutex_unlock(&ctx->sq[i].lock);
 	}
 }

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "frames.h"
+#include "mutex.h"
 #include "prio_bands.h"
 #include "qps_int.h"
 #include "sq_mlx4.h"
@@ -69,7 +70,6 @@ struct qps_sq {
 	struct qps_cq *cq;		/* send completions of qp only */
 	const struct qps_sq_path *path;	/* ctx->tx_ops (sq_path.h) */
 	uint8_t *buf;			/* ctx->tx_depth slots in ctx->tx_mr */
-	bool lock_init;
 	/* Frames up to this length may be written from their pieces
 	 * (sq_path.h); set by the path's init and reset, under the lock. */
 	uint32_t pieces_max;
@@ -78,7 +78,7 @@ struct qps_sq {
 	 * callback (tx.c qps_tx_prio_post). */
 	struct qps_prio *prio;
 
-	pthread_mutex_t lock;
+	struct qps_mutex lock;
 	uint32_t *free;			/* stack of free slot indexes */
 	struct qps_tx_meta *meta;	/* per slot: see struct qps_tx_meta */
 	struct qps_ud_dest *ud_dest;	/* per slot, UD transport only (ud.h) */

@@ -234,11 +234,11 @@ static int qps_tx_poll_some(struct qps_ctx *ctx, enum qps_txf cause,
 
 		if (skip_idle && qps_tx_idle_hint(sq))
 			continue;
-		pthread_mutex_lock(&sq->lock);
+		qps_mutex_lock(&sq->lock);
 		qps_db_ring_locked(sq, cause);
 		ret = qps_tx_reap_locked(sq);
 		qps_qp_recover_locked(sq);
-		pthread_mutex_unlock(&sq->lock);
+		qps_mutex_unlock(&sq->lock);
 		if (ret < 0 && !err)
 			err = ret;
 		else if (ret > 0)
@@ -390,9 +390,9 @@ int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 {
 	struct qps_sq *sq = arg;
 
-	pthread_mutex_lock(&sq->lock);
+	qps_mutex_lock(&sq->lock);
 	qps_tx_post_burst_locked(sq, items, n, more, NULL);
-	pthread_mutex_unlock(&sq->lock);
+	qps_mutex_unlock(&sq->lock);
 	return (int)n;
 }
 
@@ -417,9 +417,9 @@ static int qps_tx_slot_get_locked(struct qps_tx_wait *w, struct qps_sq *sq,
 			break;
 		if (dontwait)
 			return -EAGAIN;
-		pthread_mutex_unlock(&sq->lock);
+		qps_mutex_unlock(&sq->lock);
 		ret = qps_tx_wait_room(w, sq);
-		pthread_mutex_lock(&sq->lock);
+		qps_mutex_lock(&sq->lock);
 		if (ret < 0)
 			return ret;
 	}
@@ -498,7 +498,7 @@ static void qps_tx_run_unlock(struct qps_tx_run *r)
 
 	if (!sq)
 		return;
-	pthread_mutex_unlock(&sq->lock);
+	qps_mutex_unlock(&sq->lock);
 	r->sq = NULL;
 	if (r->owner) {
 		r->owner = false;
@@ -515,7 +515,7 @@ static void qps_tx_run_disown(struct qps_tx_run *r)
 	if (!r->owner)
 		return;
 	qps_tx_run_unlock(r);
-	pthread_mutex_lock(&sq->lock);
+	qps_mutex_lock(&sq->lock);
 	r->sq = sq;
 }
 
@@ -529,7 +529,7 @@ static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
 		return;
 	/* One send queue lock at a time: no order between them to keep. */
 	qps_tx_run_unlock(r);
-	pthread_mutex_lock(&sq->lock);
+	qps_mutex_lock(&sq->lock);
 	r->sq = sq;
 	r->touched |= 1ull << q;
 }
@@ -568,9 +568,9 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 		 * since, cannot read a disarm older than that. */
 		if (more && __atomic_load_n(&sq->db_armed, __ATOMIC_RELAXED))
 			continue;
-		pthread_mutex_lock(&sq->lock);
+		qps_mutex_lock(&sq->lock);
 		err = qps_tx_end_locked(sq, more);
-		pthread_mutex_unlock(&sq->lock);
+		qps_mutex_unlock(&sq->lock);
 		if (err < 0 && ret >= 0)
 			ret = err;
 	}
@@ -673,7 +673,7 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_tx_wait *w,
 					    qps_tx_band_wait, &bw);
 	}
 	if (ret < 0) {
-		pthread_mutex_lock(&sq->lock);
+		qps_mutex_lock(&sq->lock);
 		qps_txq_park(sq->ctx->txq, (int)sq->idx, -1);
 		qps_tx_slot_put(sq, slot);
 		if (counted) {
@@ -681,7 +681,7 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_tx_wait *w,
 			ep->sb->tx_bytes -= len;
 			ep->sb->tx_drops++;
 		}
-		pthread_mutex_unlock(&sq->lock);
+		qps_mutex_unlock(&sq->lock);
 	}
 	return ret < 0 ? ret : 0;
 }
@@ -804,7 +804,7 @@ static void qps_tx_frags_count(struct qps_ep *ep, struct qps_sq *sq,
 			       size_t len, int ret, uint32_t handed,
 			       bool band_refused)
 {
-	pthread_mutex_lock(&sq->lock);
+	qps_mutex_lock(&sq->lock);
 	if (ret == 0) {
 		ep->sb->tx_packets++;
 		ep->sb->tx_bytes += len;
@@ -814,7 +814,7 @@ static void qps_tx_frags_count(struct qps_ep *ep, struct qps_sq *sq,
 	}
 	if (ret < 0 && handed)
 		sq->st->frag_partial++;
-	pthread_mutex_unlock(&sq->lock);
+	qps_mutex_unlock(&sq->lock);
 }
 
 /*
@@ -883,7 +883,7 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 			qps_txts_meta(ep, &sq->meta[slot]);
 		qps_txq_park(ctx->txq, (int)sq->idx, 1);
 		sq->st->frags++;
-		pthread_mutex_unlock(&sq->lock);
+		qps_mutex_unlock(&sq->lock);
 		r->sq = NULL;
 		ret = qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)n, prio,
 				  dontwait, false);
@@ -891,7 +891,7 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 		handed += ret == 0;
 	}
 	if (r->sq) {
-		pthread_mutex_unlock(&r->sq->lock);
+		qps_mutex_unlock(&r->sq->lock);
 		r->sq = NULL;
 	}
 	qps_tx_frags_count(ep, sq, len, ret, handed, band_refused);
@@ -1066,7 +1066,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	 * without it. */
 	if (!flat)
 		qps_tx_flatten(sq, slot, &pieces);
-	pthread_mutex_unlock(&sq->lock);
+	qps_mutex_unlock(&sq->lock);
 	r->sq = NULL;
 	if (bypass < 0)
 		qps_prio_bypass_end(sq->prio, qps_prio_band(prio), false);

@@ -508,10 +508,10 @@ void qps_ud_stats(struct qps_ctx *ctx, struct qps_stats *st)
 	st->ud_tx_no_peer = __atomic_load_n(&ud->no_peer, __ATOMIC_RELAXED);
 	st->ud_ah_reused = 0;
 	for (i = 0; i < ctx->nsq; i++) {
-		pthread_mutex_lock(&ctx->sq[i].lock);
+		qps_mutex_lock(&ctx->sq[i].lock);
 		st->ud_ah_reused += ud->sq[i].ah_reused;
 		st->ud_tx_no_peer += ud->sq[i].tx_no_peer;
-		pthread_mutex_unlock(&ctx->sq[i].lock);
+		qps_mutex_unlock(&ctx->sq[i].lock);
 	}
 }
 
