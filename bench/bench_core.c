@@ -21,6 +21,7 @@
  * Cases: send_connected_b1 (qps_send), send_connected_b32 (31 sends with
  * QPS_MSG_MORE and one without), sendto_b1 (qps_sendto, unconnected:
  * the flow table), sendmmsg_b32 (qps_sendmmsg of 32, unconnected),
+ * sendmmsg_connected_b32 (qps_sendmmsg of 32 to the connected peer),
  * send_bands_2thr (two threads, one connected endpoint each at different
  * priorities, on one send queue: its bands contended; ns per datagram of
  * both together), recv_unicast (bound port), recv_mcast_1 and
@@ -191,6 +192,18 @@ static int bc_setup_unconnected(struct bc_run *r)
 			.dest_len = sizeof(r->to), .priority = -1,
 		};
 	return 0;
+}
+
+/* A batch to the connected peer: no address in any message. */
+static int bc_setup_connected_msgs(struct bc_run *r)
+{
+	unsigned int i;
+
+	for (i = 0; i < BC_BATCH; i++)
+		r->msgs[i] = (struct qps_msg){
+			.buf = r->buf, .len = BC_PAYLOAD, .priority = -1,
+		};
+	return bc_setup_connected(r);
 }
 
 static int bc_setup_join(struct bc_run *r)
@@ -383,6 +396,8 @@ static const struct bc_case bc_cases[] = {
 	{ "send_connected_b32", NULL, 1, bc_setup_connected, bc_send_b32, 1 },
 	{ "sendto_b1", NULL, 1, bc_setup_unconnected, bc_sendto_b1, 1 },
 	{ "sendmmsg_b32", NULL, 1, bc_setup_unconnected, bc_sendmmsg_b32, 1 },
+	{ "sendmmsg_connected_b32", NULL, 1, bc_setup_connected_msgs,
+	  bc_sendmmsg_b32, 1 },
 	{ "send_bands_2thr", NULL, 2, bc_setup_connected, bc_send_b1, 2 },
 	{ "recv_unicast", "rx=unicast:port=9000", 1, NULL, bc_recv, 1 },
 	{ "recv_mcast_1", "rx=mcast:group=" BC_GROUP ":port=9000", 1,

@@ -36,7 +36,8 @@ import sys
 import tempfile
 
 CASES = ["send_connected_b1", "send_connected_b32", "sendto_b1",
-         "sendmmsg_b32", "send_bands_2thr", "recv_unicast", "recv_mcast_1",
+         "sendmmsg_b32", "sendmmsg_connected_b32", "send_bands_2thr",
+         "recv_unicast", "recv_mcast_1",
          "recv_mcast_4", "device_floor_b1", "device_floor_b32",
          "device_floor_b32_locks"]
 

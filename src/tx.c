@@ -519,19 +519,26 @@ static void qps_tx_run_disown(struct qps_tx_run *r)
 	r->sq = sq;
 }
 
-static void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
+static void qps_tx_run_switch(struct qps_tx_run *r, uint32_t q)
 {
 	struct qps_sq *sq = &r->ctx->sq[q];
 
-	/* Held already? NULL r->sq holds none: compared by index so that
-	 * it can never match (ctx->sq has nsq >= 1 entries, never NULL). */
-	if (r->sq && r->sq->idx == q)
-		return;
 	/* One send queue lock at a time: no order between them to keep. */
-	qps_tx_run_unlock(r);
+	if (r->sq)
+		qps_tx_run_unlock(r);
 	qps_mutex_lock(&sq->lock);
 	r->sq = sq;
 	r->touched |= 1ull << q;
+}
+
+/* Hold send queue @q. Inlined for a batch's datagrams after its first,
+ * which find it held already. */
+static inline void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
+{
+	/* NULL r->sq holds none: compared by index so that it can never
+	 * match (ctx->sq has nsq >= 1 entries, never NULL). */
+	if (!r->sq || r->sq->idx != q)
+		qps_tx_run_switch(r, q);
 }
 
 /* The end of a send call: every queue it held rings now or (@more) arms
