@@ -249,14 +249,15 @@ qps_sq_mlx4_begin(struct qps_sq_mlx4 *sq)
 	return 0;
 }
 
-/* The ctrl segment of the WQE at sq->head, whose segments (@bytes after
- * the ctrl segment) are written, and its wr_id; then it is the newest. */
+/* The ctrl segment of the WQE at sq->head (@wqe), whose segments (@bytes
+ * after the ctrl segment) are written, and its wr_id; then it is the
+ * newest. */
 static inline __attribute__((always_inline)) void
-qps_sq_mlx4_end(struct qps_sq_mlx4 *sq, uint32_t bytes, uint64_t wr_id,
-		bool signaled, uint32_t csum)
+qps_sq_mlx4_end(struct qps_sq_mlx4 *sq, uint8_t *wqe, uint32_t bytes,
+		uint64_t wr_id, bool signaled, uint32_t csum)
 {
 	uint32_t ind = sq->head;
-	struct mlx4_wqe_ctrl_seg *ctrl = (void *)qps_sq_mlx4_slot(sq, ind);
+	struct mlx4_wqe_ctrl_seg *ctrl = (void *)wqe;
 
 	ctrl->bf_qpn = 0;
 	ctrl->fence_size = (uint8_t)(1 + (bytes + 15) / 16);
@@ -303,7 +304,7 @@ int qps_sq_mlx4_write(struct qps_sq_mlx4 *sq, const void *frame,
 				    len, lkey, (uintptr_t)frame);
 		bytes = sizeof(struct mlx4_wqe_data_seg);
 	}
-	qps_sq_mlx4_end(sq, bytes, wr_id, signaled, csum);
+	qps_sq_mlx4_end(sq, wqe, bytes, wr_id, signaled, csum);
 	return 0;
 }
 
@@ -313,6 +314,7 @@ int qps_sq_mlx4_write_pieces(struct qps_sq_mlx4 *sq,
 			     const struct qps_tx_frame *f, uint64_t wr_id,
 			     bool signaled, uint32_t csum)
 {
+	uint8_t *wqe;
 	int ret;
 
 	if ((!f->tmpl && !f->h) || (f->plen && !f->payload))
@@ -324,9 +326,9 @@ int qps_sq_mlx4_write_pieces(struct qps_sq_mlx4 *sq,
 	ret = qps_sq_mlx4_begin(sq);
 	if (ret < 0)
 		return ret;
-	qps_sq_mlx4_end(sq, qps_sq_mlx4_inline_pieces(
-				     qps_sq_mlx4_slot(sq, sq->head), f),
-			wr_id, signaled, csum);
+	wqe = qps_sq_mlx4_slot(sq, sq->head);
+	qps_sq_mlx4_end(sq, wqe, qps_sq_mlx4_inline_pieces(wqe, f), wr_id,
+			signaled, csum);
 	return 0;
 }
 

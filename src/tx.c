@@ -396,6 +396,18 @@ int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 	return (int)n;
 }
 
+/* The free slot on top of @sq's stack, which has room
+ * (qps_tx_room_locked). */
+static inline int qps_tx_slot_take_locked(struct qps_sq *sq, uint32_t *slot)
+{
+	if (sq->qp_dead)
+		return -ENETDOWN;
+	*slot = sq->free[--sq->nfree];
+	/* Relaxed: see qps_tx_slot_put. */
+	__atomic_store_n(&sq->inflight, sq->inflight + 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
 /*
  * A free slot of @sq, waiting (tx_wait.c) when the endpoint may. A
  * postponed doorbell is rung first: the queue drains only once rung.
@@ -423,10 +435,7 @@ static int qps_tx_slot_get_locked(struct qps_tx_wait *w, struct qps_sq *sq,
 		if (ret < 0)
 			return ret;
 	}
-	*slot = sq->free[--sq->nfree];
-	/* Relaxed: see qps_tx_slot_put. */
-	__atomic_store_n(&sq->inflight, sq->inflight + 1, __ATOMIC_RELAXED);
-	return 0;
+	return qps_tx_slot_take_locked(sq, slot);
 }
 
 /* The connected peer's MAC, re-resolved once the route generation moved
@@ -983,11 +992,14 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		return qps_tx_frags(ep, r, &h, buf, len, hash, dst != NULL,
 				    prio, dontwait, more);
 	}
-	/* No waiting for room with the transmitter taken: the bands would
-	 * stall behind us. */
-	if (r->owner && !qps_tx_room_locked(sq))
+	if (qps_tx_room_locked(sq)) {
+		ret = qps_tx_slot_take_locked(sq, &slot);
+	} else {
+		/* No waiting for room with the transmitter taken: the bands
+		 * would stall behind us. */
 		qps_tx_run_disown(r);
-	ret = qps_tx_slot_get_locked(&r->wait, sq, dontwait, &slot);
+		ret = qps_tx_slot_get_locked(&r->wait, sq, dontwait, &slot);
+	}
 	if (ret < 0)
 		return ret;
 
