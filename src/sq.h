@@ -109,15 +109,17 @@ struct qps_sq {
 	bool qp_err;			/* an error completion: recover */
 	bool qp_dead;			/* recovery failed: sends -ENETDOWN */
 	uint16_t ip_id;
-	/* The headers of the connected endpoint that sent here last, for a
-	 * device that computes the checksums (tx.c qps_tx_tmpl_locked):
-	 * good while that endpoint, its TTL and TOS and the route
-	 * generation are those they were built for. Forgotten by
-	 * qps_sq_unlock_all(): connect, disconnect and close change an
-	 * endpoint under every queue's lock. */
+	/* The headers of the datagram sent here last, for a device that
+	 * computes the checksums (tx.c qps_tx_tmpl_locked): good while the
+	 * endpoint, destination, TTL, TOS and route generation are those
+	 * they were built for. Forgotten by qps_sq_unlock_all(): connect,
+	 * disconnect and close change an endpoint under every queue's
+	 * lock. */
 	struct {
 		const struct qps_ep *ep;	/* NULL: none */
 		uint64_t gen;
+		uint32_t daddr;
+		uint16_t dport;
 		uint8_t ttl;
 		uint8_t tos;
 		uint8_t hdr[QPS_HDRS_LEN];

@@ -760,28 +760,44 @@ static void qps_tx_hdr_locked(const struct qps_ep *ep, struct qps_sq *sq,
 	h->ip_id = htons(sq->ip_id++);
 }
 
+/* The next hop's MAC for @ep's datagram to @to: the connected peer's
+ * (@peer, cached in the endpoint), else the route's. */
+static int qps_tx_dst_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
+				 const struct sockaddr_in *to, bool peer,
+				 uint64_t gen, uint8_t mac[6])
+{
+	if (peer)
+		return qps_tx_peer_mac_locked(ep, sq, gen, mac);
+	return qps_route_resolve(ep->ctx, sq->route, to->sin_addr.s_addr, mac);
+}
+
 /*
- * The headers of connected @ep's datagrams on @sq, for a device that
- * computes the checksums: built (the peer's MAC resolved as
- * qps_tx_peer_mac_locked does) when @sq's template is another
- * endpoint's or out of date, else as they were. TTL and TOS are relaxed
- * loads, as in qps_tx_hdr: a setsockopt racing a send takes effect at
- * this send or the next.
+ * The headers of @ep's datagrams to @to on @sq (@peer: the connected
+ * peer), for a device that computes the checksums: built (the next hop's
+ * MAC resolved as qps_tx_dst_mac_locked does) when @sq's template is
+ * another endpoint's or destination's, or out of date, else as they
+ * were. An unconnected sender gets it too while it keeps sending to one
+ * destination, as VMA keeps its last destination. TTL and TOS are
+ * relaxed loads, as in qps_tx_hdr: a setsockopt racing a send takes
+ * effect at this send or the next.
  */
 static int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
-			      const struct sockaddr_in *to, uint64_t gen)
+			      const struct sockaddr_in *to, bool peer,
+			      uint64_t gen)
 {
 	struct qps_frame_hdr h;
 	int ret;
 
 	if (sq->tmpl.ep == ep && sq->tmpl.gen == gen &&
+	    sq->tmpl.daddr == to->sin_addr.s_addr &&
+	    sq->tmpl.dport == to->sin_port &&
 	    sq->tmpl.ttl == qps_tx_ttl(ep, to->sin_addr.s_addr) &&
 	    sq->tmpl.tos == __atomic_load_n(&ep->tos, __ATOMIC_RELAXED))
 		return 0;
 	sq->tmpl.ep = NULL;
 	memset(&h, 0, sizeof(h));
 	qps_tx_hdr(ep, to, &h);
-	ret = qps_tx_peer_mac_locked(ep, sq, gen, h.dst_mac);
+	ret = qps_tx_dst_mac_locked(ep, sq, to, peer, gen, h.dst_mac);
 	if (ret < 0)
 		return ret;
 	ret = qps_frame_build_hw(sq->tmpl.hdr, &h, 0);
@@ -789,6 +805,8 @@ static int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
 		return ret;
 	sq->tmpl.ep = ep;
 	sq->tmpl.gen = gen;
+	sq->tmpl.daddr = h.daddr;
+	sq->tmpl.dport = h.dport;
 	sq->tmpl.ttl = h.ttl;
 	sq->tmpl.tos = h.tos;
 	return 0;
@@ -950,31 +968,27 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	};
 	bool flat = true;	/* the frame is in its slot */
 	uint32_t slot, hash = 0;
-	/* The headers from sq->tmpl, checked once the slot is ours: a wait
-	 * for one drops the lock, and another endpoint's send may build the
-	 * queue's template meanwhile. */
-	bool tmpl = false;
-	uint64_t gen = 0;
+	/* The headers from sq->tmpl (UD: the AH is the cached destination,
+	 * in the slot), checked once the slot is ours: a wait for one drops
+	 * the lock, and another send may build the queue's template
+	 * meanwhile. */
+	bool tmpl = !ctx->ud && ctx->csum_offload;
+	uint64_t gen;
 	int ret, bypass;
 
 	memset(&h, 0, sizeof(h));
+	gen = qps_route_gen(ctx);
 	if (!dst) {
-		gen = qps_route_gen(ctx);
 		ret = qps_tx_hold_peer(ep, r, gen);
 		if (ret < 0)
 			return ret;
 		to = ep->peer;		/* stable while we hold the queue */
-		/* UD: the AH is the cached destination (in the slot). */
-		tmpl = !ctx->ud && ctx->csum_offload;
-		ret = ctx->ud || tmpl ? 0 :
-		      qps_tx_peer_mac_locked(ep, r->sq, gen, h.dst_mac);
 	} else {
 		qps_tx_hold_flow(ep, dst, r, &hash);
 		to = *dst;
-		ret = ctx->ud ? 0 : qps_route_resolve(ctx, r->sq->route,
-						      to.sin_addr.s_addr,
-						      h.dst_mac);
 	}
+	ret = ctx->ud || tmpl ? 0 :
+	      qps_tx_dst_mac_locked(ep, r->sq, &to, !dst, gen, h.dst_mac);
 	if (ret < 0)
 		return ret;
 	sq = r->sq;
@@ -984,7 +998,8 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		/* Its fragments go through the bands. */
 		qps_tx_run_disown(r);
 		if (tmpl) {
-			ret = qps_tx_peer_mac_locked(ep, sq, gen, h.dst_mac);
+			ret = qps_tx_dst_mac_locked(ep, sq, &to, !dst, gen,
+						    h.dst_mac);
 			if (ret < 0)
 				return ret;
 		}
@@ -1007,18 +1022,11 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		ret = qps_tx_ud_build_locked(ep, sq, slot, &to, buf, len);
 	} else if (ctx->csum_offload) {
 		/* The device sums the frame as it leaves: the payload is
-		 * copied as it is, once. */
-		if (tmpl) {
-			ret = qps_tx_tmpl_locked(ep, sq, &to, gen);
-			pieces.tmpl = sq->tmpl.hdr;
-		} else {
-			qps_tx_hdr_locked(ep, sq, &to, &h);
-			pieces.h = &h;
-			ret = 0;
-		}
+		 * copied as it is, once, behind the queue's template. */
+		ret = qps_tx_tmpl_locked(ep, sq, &to, !dst, gen);
 		if (ret == 0) {
-			if (tmpl)
-				pieces.ip_id = htons(sq->ip_id++);
+			pieces.tmpl = sq->tmpl.hdr;
+			pieces.ip_id = htons(sq->ip_id++);
 			/* Within max_payload: qps_frame_build_hw's bound
 			 * holds. */
 			ret = (int)(QPS_HDRS_LEN + len);

@@ -245,6 +245,31 @@ BOTH(wire_sums)
  * to another peer and back, the IP ID still counts up by one, the
  * lengths are each datagram's, and the sums on the wire are right.
  */
+/* Wire frame @i: a valid datagram of @len bytes to @to's MAC and
+ * address, port @dport, with @ttl and @tos, its IP ID the one after
+ * frame @i - 1's. */
+static void wire_hdr_check(size_t i, const struct qps_ctx_info *to,
+			   uint16_t dport, size_t len, uint8_t ttl,
+			   uint8_t tos)
+{
+	const uint8_t *w = g_wire_cap.f[i];
+	const uint8_t *ip = w + QPS_ETH_HLEN;
+
+	EQ(g_wire_cap.len[i], QPS_HDRS_LEN + len);
+	EQ(qps_frame_parse(w, g_wire_cap.len[i], NULL), QPS_RX_OK);
+	EQ(memcmp(w, to->mac, 6), 0);
+	EQ(memcmp(ip + 16, &to->addr.s_addr, 4), 0);
+	EQ(ip[8], ttl);
+	EQ(ip[1], tos);
+	EQ(be16_at(ip + 2), QPS_IP_HLEN + QPS_UDP_HLEN + len);
+	EQ(be16_at(ip + QPS_IP_HLEN + 2), dport);
+	EQ(be16_at(ip + QPS_IP_HLEN + 4), QPS_UDP_HLEN + len);
+	if (i)
+		EQ((uint16_t)(be16_at(ip + 4) -
+			      be16_at(g_wire_cap.f[i - 1] + QPS_ETH_HLEN + 4)),
+		   1);
+}
+
 static void conn_hdrs(uint32_t path, bool offload)
 {
 	static const struct {
@@ -299,24 +324,10 @@ static void conn_hdrs(uint32_t path, bool offload)
 	}
 	unrecord(a);
 	EQ_FATAL(g_wire_cap.n, n);
-	for (i = 0; i < n; i++) {
-		const uint8_t *w = g_wire_cap.f[i];
-		const uint8_t *ip = w + QPS_ETH_HLEN;
-		const struct qps_ctx_info *to = step[i].peer == 'B' ? &ib : &ic;
-
-		EQ(g_wire_cap.len[i], QPS_HDRS_LEN + step[i].len);
-		EQ(qps_frame_parse(w, g_wire_cap.len[i], NULL), QPS_RX_OK);
-		EQ(memcmp(w, to->mac, 6), 0);
-		EQ(memcmp(ip + 16, &to->addr.s_addr, 4), 0);
-		EQ(ip[8], step[i].want_ttl);
-		EQ(ip[1], step[i].want_tos);
-		EQ(be16_at(ip + 2), QPS_IP_HLEN + QPS_UDP_HLEN + step[i].len);
-		EQ(be16_at(ip + QPS_IP_HLEN + 4), QPS_UDP_HLEN + step[i].len);
-		if (i)
-			EQ((uint16_t)(be16_at(ip + 4) -
-				      be16_at(g_wire_cap.f[i - 1] +
-					      QPS_ETH_HLEN + 4)), 1);
-	}
+	for (i = 0; i < n; i++)
+		wire_hdr_check(i, step[i].peer == 'B' ? &ib : &ic, PORT_B,
+			       step[i].len, step[i].want_ttl,
+			       step[i].want_tos);
 	EQ(qps_ep_close(ea), 0);
 	EQ(qps_ep_close(eb), 0);
 	EQ(qps_ep_close(ec), 0);
@@ -325,6 +336,95 @@ static void conn_hdrs(uint32_t path, bool offload)
 	EQ(qps_ctx_destroy(c), 0);
 }
 BOTH(conn_hdrs)
+
+/* An unconnected sender's headers follow each datagram's destination
+ * (address, port) and the endpoint's TTL and TOS, interleaved with a
+ * connected endpoint's on the same queue: with the device summing, the
+ * queue's header template is kept only while all of them stay. */
+static void unconn_hdrs(uint32_t path, bool offload)
+{
+	static const struct {
+		char to;		/* 'B', 'b' (B's second port), 'C' */
+		bool conn;		/* by the endpoint connected to C */
+		int ttl, tos;		/* set before the send; 0: left */
+		size_t len;
+		uint8_t want_ttl, want_tos;
+	} step[] = {
+		{ 'B', false, 0, 0, 64, 64, 0 },
+		{ 'B', false, 0, 0, 1, 64, 0 },
+		{ 'b', false, 0, 0, 64, 64, 0 },
+		{ 'C', false, 0, 0, 200, 64, 0 },
+		{ 'C', true, 0, 0, 64, 64, 0 },
+		{ 'C', false, 9, 0x20, 64, 9, 0x20 },
+		{ 'B', false, 0, 0, 0, 9, 0x20 },
+		{ 'C', true, 0, 0, 64, 64, 0 },
+		{ 'b', false, 0, 0, 64, 9, 0x20 },
+	};
+	const size_t n = sizeof(step) / sizeof(step[0]);
+	struct sockaddr_in sb = t_sin(IP_B, PORT_B);
+	struct sockaddr_in sb2 = t_sin(IP_B, PORT_B + 1);
+	struct sockaddr_in sc = t_sin(IP_C, PORT_B);
+	struct qps_ctx_info ib, ic;
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *ea, *ea2, *eb, *eb2, *ec;
+	uint8_t buf[200], got[200];
+	size_t i;
+
+	t_wire_name(g_wire, sizeof(g_wire), "csum-unconn");
+	a = mkctx(IP_A, path, offload);
+	b = mkctx(IP_B, path, offload);
+	c = mkctx(IP_C, path, offload);
+	EQ_FATAL(qps_ctx_query(b, &ib), 0);
+	EQ_FATAL(qps_ctx_query(c, &ic), 0);
+	eb = t_ep_bound(b, IP_B, PORT_B, 2000);
+	eb2 = t_ep_bound(b, IP_B, PORT_B + 1, 2000);
+	ec = t_ep_bound(c, IP_C, PORT_B, 2000);
+	ea = t_ep_bound(a, IP_A, PORT_A, 2000);
+	ea2 = t_ep_bound(a, IP_A, PORT_A + 1, 2000);
+	EQ_FATAL(qps_connect(ea2, (const struct sockaddr *)&sc, sizeof(sc)),
+		 0);
+	record(a);
+	for (i = 0; i < n; i++) {
+		const struct sockaddr_in *to = step[i].to == 'B' ? &sb :
+					       step[i].to == 'b' ? &sb2 : &sc;
+		struct qps_ep *from = step[i].conn ? ea2 : ea;
+		struct qps_ep *rx = step[i].to == 'B' ? eb :
+				    step[i].to == 'b' ? eb2 : ec;
+		ssize_t sent;
+
+		if (step[i].ttl)
+			EQ(qps_setopt(from, QPS_OPT_TTL, &step[i].ttl,
+				      sizeof(int)), 0);
+		if (step[i].tos)
+			EQ(qps_setopt(from, QPS_OPT_TOS, &step[i].tos,
+				      sizeof(int)), 0);
+		fill(buf, step[i].len, (unsigned int)i);
+		sent = step[i].conn ?
+		       qps_send(from, buf, step[i].len, 0) :
+		       qps_sendto(from, buf, step[i].len, 0,
+				  (const struct sockaddr *)to, sizeof(*to));
+		EQ_FATAL(sent, (ssize_t)step[i].len);
+		EQ_FATAL(qps_recv(rx, got, sizeof(got), 0),
+			 (ssize_t)step[i].len);
+		EQ(memcmp(got, buf, step[i].len), 0);
+	}
+	unrecord(a);
+	EQ_FATAL(g_wire_cap.n, n);
+	for (i = 0; i < n; i++)
+		wire_hdr_check(i, step[i].to == 'C' ? &ic : &ib,
+			       step[i].to == 'b' ? PORT_B + 1 : PORT_B,
+			       step[i].len, step[i].want_ttl,
+			       step[i].want_tos);
+	EQ(qps_ep_close(ea), 0);
+	EQ(qps_ep_close(ea2), 0);
+	EQ(qps_ep_close(eb), 0);
+	EQ(qps_ep_close(eb2), 0);
+	EQ(qps_ep_close(ec), 0);
+	EQ(qps_ctx_destroy(a), 0);
+	EQ(qps_ctx_destroy(b), 0);
+	EQ(qps_ctx_destroy(c), 0);
+}
+BOTH(unconn_hdrs)
 
 /*
  * Two threads, each with an endpoint connected to its own port of B,
@@ -583,6 +683,10 @@ static CU_TestInfo tests[] = {
 	{ "connected headers, generic, software", conn_hdrs_generic_off },
 	{ "connected headers, direct, offload", conn_hdrs_direct_on },
 	{ "connected headers, direct, software", conn_hdrs_direct_off },
+	{ "unconnected headers, generic, offload", unconn_hdrs_generic_on },
+	{ "unconnected headers, generic, software", unconn_hdrs_generic_off },
+	{ "unconnected headers, direct, offload", unconn_hdrs_direct_on },
+	{ "unconnected headers, direct, software", unconn_hdrs_direct_off },
 	{ "two senders on one queue, generic, offload", conn_race_generic_on },
 	{ "two senders on one queue, generic, software", conn_race_generic_off },
 	{ "two senders on one queue, direct, offload", conn_race_direct_on },
