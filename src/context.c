@@ -313,7 +313,6 @@ static void qps_ctx_teardown(struct qps_ctx *ctx)
 	qps_stat_close(ctx);
 	qps_txw_close(ctx);
 	free(ctx->ept.eps);
-	pthread_mutex_destroy(&ctx->rx.lock);
 	free(ctx);
 }
 
@@ -426,7 +425,7 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 	if (!ctx)
 		return -ENOMEM;
 	ctx->fork_gen = qps_fork_gen;
-	pthread_mutex_init(&ctx->rx.lock, NULL);
+	qps_mutex_init(&ctx->rx.lock);
 	ctx->event_fd = -1;
 	ctx->txw_fd = -1;
 	ctx->ept.eph_next = QPS_EPHEMERAL_LO + (getpid() % 1000);
@@ -525,13 +524,13 @@ int qps_ctx_destroy(struct qps_ctx *ctx)
 	/* Every endpoint is closed: receive calls still inside (spinning,
 	 * or woken and leaving) see it and go; wait for them, with no lock
 	 * held that they might need on the way out. */
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	while (ctx->rx.inside) {
-		pthread_mutex_unlock(&ctx->rx.lock);
+		qps_mutex_unlock(&ctx->rx.lock);
 		sched_yield();
-		pthread_mutex_lock(&ctx->rx.lock);
+		qps_mutex_lock(&ctx->rx.lock);
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	qps_stat_stop(ctx);
 	qps_db_stop(ctx);
 	qps_tx_poll(ctx, QPS_TXF_CLOSE);
@@ -551,9 +550,9 @@ int qps_ctx_progress(struct qps_ctx *ctx)
 	if (n < 0)
 		return n;
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ret = qps_rx_progress_locked(ctx);
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ret < 0 ? ret : n + ret;
 }
 
@@ -568,11 +567,11 @@ int qps_ctx_fd(struct qps_ctx *ctx)
 		return -EOPNOTSUPP;
 	/* The application may now sleep on it: keep the CQ armed, unless
 	 * it says when it sleeps (qps_ctx_arm). */
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ctx->rx.arm_sticky = true;
 	if (!ctx->rx.arm_explicit)
 		qps_rx_arm_locked(ctx);
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ctx->event_fd;
 }
 
@@ -591,7 +590,7 @@ int qps_ctx_arm(struct qps_ctx *ctx)
 	if (n < 0)
 		return n;
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ctx->rx.arm_explicit = true;
 	ctx->rx.arm_refs++;
 	ctx->rx.arm_calls++;
@@ -601,7 +600,7 @@ int qps_ctx_arm(struct qps_ctx *ctx)
 		ctx->rx.arm_refs--;
 		ctx->rx.arm_calls--;
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ret < 0 ? ret : n + ret;
 }
 
@@ -612,14 +611,14 @@ int qps_ctx_disarm(struct qps_ctx *ctx)
 
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	if (ctx->rx.arm_calls) {
 		ctx->rx.arm_calls--;
 		ctx->rx.arm_refs--;
 	} else {
 		ret = -EINVAL;
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ret;
 }
 

@@ -320,7 +320,7 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	 * touches the queue after this. Those asleep are woken and leave
 	 * with -EBADF; the descriptors they poll stay until they are out
 	 * (they take only rx.lock to leave, not the locks we hold). */
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	qps_ep_set_state(ep, QPS_EP_CLOSED);
 	if (ep->ts_flags & QPS_TS_RX_MASK)
 		ctx->rx.ts_users--;
@@ -329,15 +329,15 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	/* Senders asleep on a full send queue too (tx_wait.c). */
 	qps_txw_wake(ctx);
 	while (ep->waiters) {
-		pthread_mutex_unlock(&ctx->rx.lock);
+		qps_mutex_unlock(&ctx->rx.lock);
 		sched_yield();
-		pthread_mutex_lock(&ctx->rx.lock);
+		qps_mutex_lock(&ctx->rx.lock);
 	}
 	/* Reasons to arm that no sleeper will take back now. */
 	ctx->rx.arm_refs -= ep->efd_refs;
 	ep->efd_refs = 0;
 	ep->efd_out = false;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 
 	qps_mcast_leave_all_locked(ep);
 	qps_conn_clear_locked(ep);
@@ -348,9 +348,9 @@ static void qps_ep_close_locked(struct qps_ep *ep)
 	qps_epoch_sync(&ctx->rx.epoch, 1);
 	qps_retire_flush(ctx);
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	qps_rxq_drain_locked(ep);
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	qps_ep_free_locked(ep);
 	qps_stat_ep_publish_locked(ep);
 }
@@ -550,7 +550,7 @@ int qps_shutdown(struct qps_ep *ep, int how)
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
 	ctx = ep->ctx;
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	if (how != SHUT_WR) {
 		ep->rd_shut = true;
 		qps_ep_wake_locked(ep);
@@ -561,7 +561,7 @@ int qps_shutdown(struct qps_ep *ep, int how)
 		/* A sender asleep on a full send queue sees it and leaves. */
 		qps_txw_wake(ctx);
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	/* Linux answers an unconnected datagram socket so, after doing it:
 	 * that is how a receiving thread is usually woken. */
 	return ep->connected ? 0 : -ENOTCONN;
@@ -652,7 +652,7 @@ static int qps_ep_set_ts(struct qps_ep *ep, int v)
 
 	if (v & ~(QPS_TS_RX_MASK | QPS_TS_TX_MASK))
 		return -EINVAL;
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ret = qps_ep_check(ep);	/* a concurrent close frees rxts */
 	if (!ret && (v & QPS_TS_RX_MASK) && !ep->rxts) {
 		ep->rxts = calloc(ep->rxq_cap, sizeof(*ep->rxts));
@@ -671,7 +671,7 @@ static int qps_ep_set_ts(struct qps_ep *ep, int v)
 		 * report queue made above is there before they see it. */
 		__atomic_store_n(&ep->ts_flags, (uint32_t)v, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ret;
 }
 
@@ -714,10 +714,10 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		if (v < 1)
 			return -EINVAL;
 		/* Clamped like SO_RCVBUF: the ring was sized at creation. */
-		pthread_mutex_lock(&ep->ctx->rx.lock);
+		qps_mutex_lock(&ep->ctx->rx.lock);
 		ep->rcvbuf = (uint32_t)v > ep->rxq_cap ? ep->rxq_cap : (uint32_t)v;
 		ep->sb->rcvbuf = ep->rcvbuf;
-		pthread_mutex_unlock(&ep->ctx->rx.lock);
+		qps_mutex_unlock(&ep->ctx->rx.lock);
 		break;
 	case QPS_OPT_REUSEADDR:
 		ep->reuseaddr = v != 0;
@@ -759,7 +759,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		break;
 	case QPS_OPT_PKTINFO:
 		/* The timestamps ring is allocated once, on first use. */
-		pthread_mutex_lock(&ep->ctx->rx.lock);
+		qps_mutex_lock(&ep->ctx->rx.lock);
 		ret = qps_ep_check(ep);	/* a concurrent close frees rxts */
 		if (!ret && v && !ep->rxts)
 			ep->rxts = calloc(ep->rxq_cap, sizeof(*ep->rxts));
@@ -767,7 +767,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 			ret = -ENOMEM;
 		if (!ret)
 			ep->pktinfo = v != 0;
-		pthread_mutex_unlock(&ep->ctx->rx.lock);
+		qps_mutex_unlock(&ep->ctx->rx.lock);
 		return ret;
 	case QPS_OPT_TIMESTAMP:
 		return qps_ep_set_ts(ep, v);
@@ -821,9 +821,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		v = ep->sndtimeo_ms;
 		break;
 	case QPS_OPT_PKTINFO:
-		pthread_mutex_lock(&ep->ctx->rx.lock);
+		qps_mutex_lock(&ep->ctx->rx.lock);
 		v = ep->pktinfo;
-		pthread_mutex_unlock(&ep->ctx->rx.lock);
+		qps_mutex_unlock(&ep->ctx->rx.lock);
 		break;
 	case QPS_OPT_TIMESTAMP:
 		v = (int)__atomic_load_n(&ep->ts_flags, __ATOMIC_RELAXED);
@@ -833,9 +833,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		ep->error = 0;
 		break;
 	case QPS_OPT_RXQ_LEN:
-		pthread_mutex_lock(&ep->ctx->rx.lock);
+		qps_mutex_lock(&ep->ctx->rx.lock);
 		v = (int)ep->rxq_count;
-		pthread_mutex_unlock(&ep->ctx->rx.lock);
+		qps_mutex_unlock(&ep->ctx->rx.lock);
 		break;
 	default:
 		return -ENOPROTOOPT;
@@ -863,8 +863,8 @@ int qps_ep_fd(struct qps_ep *ep)
 	if (ret < 0)
 		return ret;
 	/* From now on the eventfd must follow the queue. */
-	pthread_mutex_lock(&ep->ctx->rx.lock);
+	qps_mutex_lock(&ep->ctx->rx.lock);
 	qps_ep_fd_out_locked(ep);
-	pthread_mutex_unlock(&ep->ctx->rx.lock);
+	qps_mutex_unlock(&ep->ctx->rx.lock);
 	return ep->epfd;
 }

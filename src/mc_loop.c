@@ -58,10 +58,10 @@ void qps_mc_loop(struct qps_ep *ep, const struct sockaddr_in *to,
 	    (ctx->info.caps & QPS_DEV_CAP_MC_LOOP) || ctx->ud ||
 	    !__atomic_load_n(&ctx->dmx.mc_nrules, __ATOMIC_RELAXED))
 		return;
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	local = qps_mc_loop_local_locked(ctx, to->sin_addr.s_addr,
 					 to->sin_port);
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	if (!local)
 		return;
 
@@ -74,11 +74,11 @@ void qps_mc_loop(struct qps_ep *ep, const struct sockaddr_in *to,
 			memcpy(frame + QPS_HDRS_LEN, buf, len);
 		flen = qps_frame_build(frame, &h, len);
 	}
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ctx->st->tx_mc_loops++;
 	if (!frame)
 		ctx->st->tx_mc_loop_errors++;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	if (frame)
 		qps_rx_inject(ctx, frame, (size_t)flen);
 }

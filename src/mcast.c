@@ -279,13 +279,13 @@ static int qps_mc_dev_del(struct qps_ctx *ctx, struct qps_mc_rule *r)
 static void qps_mc_count(struct qps_ctx *ctx, int joins, int leaves,
 			 int rules, int created)
 {
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ctx->st->mc_joins += joins;
 	ctx->st->mc_leaves += leaves;
 	ctx->st->mc_rule_refs += joins - leaves;
 	ctx->st->mc_rules += rules;
 	ctx->st->mc_rules_created += created;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	/* Writers hold ctl_lock; senders only read it as a hint. */
 	if (rules)
 		__atomic_fetch_add(&ctx->dmx.mc_nrules, (uint32_t)rules,
@@ -405,9 +405,9 @@ static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 	if (!r) {
 		/* No memory for a new version: edit this one with the
 		 * receive path stopped (it reads only under rx.lock). */
-		pthread_mutex_lock(&ctx->rx.lock);
+		qps_mutex_lock(&ctx->rx.lock);
 		qps_mc_sub_remove(old, old, ep, source);
-		pthread_mutex_unlock(&ctx->rx.lock);
+		qps_mutex_unlock(&ctx->rx.lock);
 		return;
 	}
 	memcpy(r, old, sizeof(*r));

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The send queues' lock: a futex mutex whose uncontended lock and unlock
- * are one atomic each, inlined into the send path. A pthread mutex costs
- * the same two atomics plus two calls and its owner and type bookkeeping
- * on every datagram; nothing here needs what those buy (error checking,
- * robustness, condition variables).
+ * The lock of each send queue and of the receive side (rx.lock): a futex
+ * mutex whose uncontended lock and unlock are one atomic each, inlined
+ * into the datagram paths. A pthread mutex costs the same two atomics
+ * plus two calls and its owner and type bookkeeping on every datagram;
+ * nothing here needs what those buy (error checking, robustness,
+ * condition variables).
  *
  * The word is 0 (free), 1 (held) or 2 (held, and a waiter may sleep on
  * it): only an unlock that finds 2 makes the wake system call.

@@ -69,14 +69,14 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 	if (sq->idx == 0) {
 		/* Nobody reposts a receive buffer from here until the refill:
 		 * one posted around the RESET would be posted twice. */
-		pthread_mutex_lock(&ctx->rx.lock);
+		qps_mutex_lock(&ctx->rx.lock);
 		__atomic_store_n(&ctx->rx.qp_err, true, __ATOMIC_RELAXED);
 		/* Take what arrived, and the receive queue's flush, now: a
 		 * CQ smaller than the ring would otherwise overrun on the
 		 * flush and report it after the RESET, failing the QP again.
 		 * Its -EIO is the one being repaired. */
 		qps_rx_progress_locked(ctx);
-		pthread_mutex_unlock(&ctx->rx.lock);
+		qps_mutex_unlock(&ctx->rx.lock);
 	}
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RESET;
@@ -101,9 +101,9 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 	__atomic_store_n(&sq->qp_err, false, __ATOMIC_RELAXED);
 	sq->st->qp_recoveries++;
 	if (sq->idx == 0) {
-		pthread_mutex_lock(&ctx->rx.lock);
+		qps_mutex_lock(&ctx->rx.lock);
 		ret = qps_rx_refill_locked(ctx);
-		pthread_mutex_unlock(&ctx->rx.lock);
+		qps_mutex_unlock(&ctx->rx.lock);
 	}
 	/* Connected endpoints that dropped this QP may take it again. */
 	qps_txq_qp_reset(ctx->txq, (int)sq->idx);

@@ -546,7 +546,7 @@ void qps_rx_inject(struct qps_ctx *ctx, uint8_t *frame, size_t len)
 	struct qps_frame_info fi;
 	uint32_t dg;
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	dg = qps_rx_big_add(ctx, frame);
 	if (dg != UINT32_MAX) {
 		enum qps_rx_reason why = qps_frame_parse(frame, len, &fi);
@@ -561,7 +561,7 @@ void qps_rx_inject(struct qps_ctx *ctx, uint8_t *frame, size_t len)
 	} else {
 		ctx->st->rx_errors++;
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 }
 
 static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
@@ -918,11 +918,11 @@ int qps_ep_waiter_enter(struct qps_ep *ep)
 	struct qps_ctx *ctx = ep->ctx;
 	int ret;
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ret = qps_ep_check(ep);
 	if (!ret)
 		ep->waiters++;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ret < 0 ? -EBADF : 0;
 }
 
@@ -943,13 +943,13 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 	if (pr < 0 && errno == EINTR)
 		ret = -EINTR;
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ep->waiters--;
 	if (qps_ep_check(ep) < 0)
 		ret = -EBADF;
 	else
 		qps_ep_disarm_locked(ep);
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ret;
 }
 
@@ -1011,7 +1011,7 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 		if (!qps_tx_idle_all(ctx))
 			qps_tx_poll_rx(ctx);
 
-		pthread_mutex_lock(&ctx->rx.lock);
+		qps_mutex_lock(&ctx->rx.lock);
 		ret = qps_rx_take_locked(ep, flags, o);
 		if (ret == -EAGAIN) {
 			/* From now on this call may linger: the context's
@@ -1043,7 +1043,7 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 				}
 			}
 		}
-		pthread_mutex_unlock(&ctx->rx.lock);
+		qps_mutex_unlock(&ctx->rx.lock);
 		if (ret != -EAGAIN)
 			return ret;
 		if (spin) {
@@ -1078,9 +1078,9 @@ static ssize_t qps_rx_try(struct qps_ep *ep, int flags,
 	if (!qps_tx_idle_all(ctx))
 		qps_tx_poll_rx(ctx);
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ret = qps_rx_take_locked(ep, flags, o);
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ret;
 }
 
@@ -1095,9 +1095,9 @@ static ssize_t qps_rx_wait(struct qps_ep *ep, int flags,
 	ssize_t ret = qps_rx_rounds(ep, flags, o, tmo, &inside);
 
 	if (inside) {
-		pthread_mutex_lock(&ctx->rx.lock);
+		qps_mutex_lock(&ctx->rx.lock);
 		ctx->rx.inside--;
-		pthread_mutex_unlock(&ctx->rx.lock);
+		qps_mutex_unlock(&ctx->rx.lock);
 	}
 	return ret;
 }

@@ -14,6 +14,7 @@
 
 #include "demux.h"
 #include "ipfrag.h"
+#include "mutex.h"
 
 struct qps_cq;
 struct qps_ctx;
@@ -47,7 +48,7 @@ struct qps_rx_big {
 
 /* Under lock: the poller, buffers, endpoint queues (struct qps_ep rxq). */
 struct qps_rx {
-	pthread_mutex_t lock;
+	struct qps_mutex lock;
 	struct qps_cq *cq;		/* receive completions of QP 0 */
 	uint32_t depth;
 	uint32_t buf_size;

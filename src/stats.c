@@ -25,9 +25,9 @@ int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
 	if (!st && size)
 		return -EFAULT;
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	all = *ctx->st;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	for (i = 0; i < ctx->nsq; i++) {
 		struct qps_sq_stats s;
 
@@ -75,10 +75,10 @@ int qps_ep_stats(struct qps_ep *ep, struct qps_ep_counters *st, size_t size)
 	 * for the receive counters. */
 	qps_sq_lock_all(ctx);
 	pthread_mutex_lock(&ctx->ctl_lock);
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ret = qps_ep_check(ep);
 	b = *ep->sb;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	pthread_mutex_unlock(&ctx->ctl_lock);
 	qps_sq_unlock_all(ctx);
 	if (ret < 0)

@@ -77,9 +77,9 @@ void qps_tx_wait_end(struct qps_tx_wait *w)
 	if (!w->inside)
 		return;
 	ctx = w->ep->ctx;
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ctx->rx.inside--;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	w->inside = false;
 }
 
@@ -95,14 +95,14 @@ static int qps_tx_wait_start(struct qps_tx_wait *w, uint64_t now)
 		w->deadline = now + (uint64_t)tmo * 1000000u;
 	if (busy > 0)
 		w->spin_end = now + (uint64_t)busy * 1000u;
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	if (qps_ep_check(ep) < 0) {
-		pthread_mutex_unlock(&ctx->rx.lock);
+		qps_mutex_unlock(&ctx->rx.lock);
 		return -EBADF;
 	}
 	ctx->rx.inside++;
 	w->inside = true;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return 0;
 }
 
@@ -164,7 +164,7 @@ static int qps_tx_sleep_poll(struct qps_tx_wait *w, int evfd, int timeout)
 	 * drain wakes only the others. */
 	__atomic_sub_fetch(&ctx->txw_sleepers, 1, __ATOMIC_SEQ_CST);
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ep->waiters--;
 	if (qps_ep_check(ep) < 0)
 		ret = -EBADF;
@@ -174,7 +174,7 @@ static int qps_tx_sleep_poll(struct qps_tx_wait *w, int evfd, int timeout)
 	    read(ctx->txw_fd, &v, sizeof(v)) < 0) {
 		/* Another sleeper took the unit: nothing to take. */
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	return ret;
 }
 

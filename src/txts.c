@@ -92,13 +92,13 @@ void qps_txts_done(struct qps_sq *sq, const struct qps_tx_meta *m,
 		r.dev_ns = ts->val;
 	}
 	/* Lock order: sq->lock, then rx.lock (qps_int.h). */
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	if (qps_ep_check(ep) == 0 && ep->gen == m->ts_gen && ep->txts &&
 	    ep->txts_count < ep->txts_cap) {
 		ep->txts[(ep->txts_head + ep->txts_count) % ep->txts_cap] = r;
 		ep->txts_count++;
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 }
 
 int qps_recv_txts(struct qps_ep *ep, struct qps_txts *ts, unsigned int n,
@@ -118,14 +118,14 @@ int qps_recv_txts(struct qps_ep *ep, struct qps_txts *ts, unsigned int n,
 	ctx = ep->ctx;
 	/* What the device has completed becomes reports. */
 	qps_tx_poll(ctx, QPS_TXF_POLL);
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	ret = qps_ep_check(ep);
 	while (!ret && i < n && ep->txts_count) {
 		ts[i++] = ep->txts[ep->txts_head];
 		ep->txts_head = (ep->txts_head + 1) % ep->txts_cap;
 		ep->txts_count--;
 	}
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	if (ret < 0)
 		return ret;
 	if (!i && n)

@@ -161,10 +161,10 @@ void t_all_buffers_home(struct qps_ctx *ctx)
 {
 	uint32_t i, held = 0;
 
-	pthread_mutex_lock(&ctx->rx.lock);
+	qps_mutex_lock(&ctx->rx.lock);
 	for (i = 0; i < ctx->rx.depth; i++)
 		held += ctx->rx.ref[i] != 0;
-	pthread_mutex_unlock(&ctx->rx.lock);
+	qps_mutex_unlock(&ctx->rx.lock);
 	T_EQ(held, 0);
 }
 

@@ -621,7 +621,7 @@ static void test_rx_ref_limit(void)
 	uint64_t errs;
 	uint32_t i, buf = 0, early = 0;
 
-	pthread_mutex_lock(&rx->rx.lock);
+	qps_mutex_lock(&rx->rx.lock);
 	errs = rx->st->rx_errors;
 	rx->rx.ref[buf] = 1;			/* the poller */
 	for (i = 0; i < QPS_MAX_EP; i++)	/* every endpoint */
@@ -636,7 +636,7 @@ static void test_rx_ref_limit(void)
 	 * borrowed its count): give it back its posted state. */
 	rx->rx.ref[buf] = 0;
 	T_EQ(rx->st->rx_errors, errs);	/* no repost was attempted */
-	pthread_mutex_unlock(&rx->rx.lock);
+	qps_mutex_unlock(&rx->rx.lock);
 	t_suite_end();
 }
 

@@ -781,10 +781,10 @@ static void cc_learn(struct cc *cc)
 {
 	while (cc_running(cc)) {
 		/* As the receive path calls it: under rx.lock. */
-		pthread_mutex_lock(&cc->a->rx.lock);
+		qps_mutex_lock(&cc->a->rx.lock);
 		qps_ud_learn(cc->a, htonl(0x0a030000u + (cc->learns & 0x3ff)),
 			     0x600 + (uint32_t)(cc->learns >> 10 & 7));
-		pthread_mutex_unlock(&cc->a->rx.lock);
+		qps_mutex_unlock(&cc->a->rx.lock);
 		cc->learns++;
 	}
 }
