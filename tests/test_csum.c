@@ -270,6 +270,31 @@ static void wire_hdr_check(size_t i, const struct qps_ctx_info *to,
 		   1);
 }
 
+/* The sender A and the receivers B and C on one wire, and what B and C
+ * are. */
+struct trio {
+	struct qps_ctx *a, *b, *c;
+	struct qps_ctx_info ib, ic;
+};
+
+static void trio_open(struct trio *t, const char *tag, uint32_t path,
+		      bool offload)
+{
+	t_wire_name(g_wire, sizeof(g_wire), tag);
+	t->a = mkctx(IP_A, path, offload);
+	t->b = mkctx(IP_B, path, offload);
+	t->c = mkctx(IP_C, path, offload);
+	EQ_FATAL(qps_ctx_query(t->b, &t->ib), 0);
+	EQ_FATAL(qps_ctx_query(t->c, &t->ic), 0);
+}
+
+static void trio_close(struct trio *t)
+{
+	EQ(qps_ctx_destroy(t->a), 0);
+	EQ(qps_ctx_destroy(t->b), 0);
+	EQ(qps_ctx_destroy(t->c), 0);
+}
+
 static void conn_hdrs(uint32_t path, bool offload)
 {
 	static const struct {
@@ -287,22 +312,16 @@ static void conn_hdrs(uint32_t path, bool offload)
 	};
 	const size_t n = sizeof(step) / sizeof(step[0]);
 	struct sockaddr_in sb = t_sin(IP_B, PORT_B), sc = t_sin(IP_C, PORT_B);
-	struct qps_ctx_info ib, ic;
-	struct qps_ctx *a, *b, *c;
 	struct qps_ep *ea, *eb, *ec;
 	uint8_t buf[200], got[200];
+	struct trio t;
 	size_t i;
 
-	t_wire_name(g_wire, sizeof(g_wire), "csum-conn");
-	a = mkctx(IP_A, path, offload);
-	b = mkctx(IP_B, path, offload);
-	c = mkctx(IP_C, path, offload);
-	EQ_FATAL(qps_ctx_query(b, &ib), 0);
-	EQ_FATAL(qps_ctx_query(c, &ic), 0);
-	eb = t_ep_bound(b, IP_B, PORT_B, 2000);
-	ec = t_ep_bound(c, IP_C, PORT_B, 2000);
-	ea = t_ep_bound(a, IP_A, PORT_A, 2000);
-	record(a);
+	trio_open(&t, "csum-conn", path, offload);
+	eb = t_ep_bound(t.b, IP_B, PORT_B, 2000);
+	ec = t_ep_bound(t.c, IP_C, PORT_B, 2000);
+	ea = t_ep_bound(t.a, IP_A, PORT_A, 2000);
+	record(t.a);
 	for (i = 0; i < n; i++) {
 		const struct sockaddr_in *to = step[i].peer == 'B' ? &sb : &sc;
 
@@ -322,18 +341,16 @@ static void conn_hdrs(uint32_t path, bool offload)
 				  sizeof(got), 0), (ssize_t)step[i].len);
 		EQ(memcmp(got, buf, step[i].len), 0);
 	}
-	unrecord(a);
+	unrecord(t.a);
 	EQ_FATAL(g_wire_cap.n, n);
 	for (i = 0; i < n; i++)
-		wire_hdr_check(i, step[i].peer == 'B' ? &ib : &ic, PORT_B,
+		wire_hdr_check(i, step[i].peer == 'B' ? &t.ib : &t.ic, PORT_B,
 			       step[i].len, step[i].want_ttl,
 			       step[i].want_tos);
 	EQ(qps_ep_close(ea), 0);
 	EQ(qps_ep_close(eb), 0);
 	EQ(qps_ep_close(ec), 0);
-	EQ(qps_ctx_destroy(a), 0);
-	EQ(qps_ctx_destroy(b), 0);
-	EQ(qps_ctx_destroy(c), 0);
+	trio_close(&t);
 }
 BOTH(conn_hdrs)
 
@@ -364,26 +381,20 @@ static void unconn_hdrs(uint32_t path, bool offload)
 	struct sockaddr_in sb = t_sin(IP_B, PORT_B);
 	struct sockaddr_in sb2 = t_sin(IP_B, PORT_B + 1);
 	struct sockaddr_in sc = t_sin(IP_C, PORT_B);
-	struct qps_ctx_info ib, ic;
-	struct qps_ctx *a, *b, *c;
 	struct qps_ep *ea, *ea2, *eb, *eb2, *ec;
 	uint8_t buf[200], got[200];
+	struct trio t;
 	size_t i;
 
-	t_wire_name(g_wire, sizeof(g_wire), "csum-unconn");
-	a = mkctx(IP_A, path, offload);
-	b = mkctx(IP_B, path, offload);
-	c = mkctx(IP_C, path, offload);
-	EQ_FATAL(qps_ctx_query(b, &ib), 0);
-	EQ_FATAL(qps_ctx_query(c, &ic), 0);
-	eb = t_ep_bound(b, IP_B, PORT_B, 2000);
-	eb2 = t_ep_bound(b, IP_B, PORT_B + 1, 2000);
-	ec = t_ep_bound(c, IP_C, PORT_B, 2000);
-	ea = t_ep_bound(a, IP_A, PORT_A, 2000);
-	ea2 = t_ep_bound(a, IP_A, PORT_A + 1, 2000);
+	trio_open(&t, "csum-unconn", path, offload);
+	eb = t_ep_bound(t.b, IP_B, PORT_B, 2000);
+	eb2 = t_ep_bound(t.b, IP_B, PORT_B + 1, 2000);
+	ec = t_ep_bound(t.c, IP_C, PORT_B, 2000);
+	ea = t_ep_bound(t.a, IP_A, PORT_A, 2000);
+	ea2 = t_ep_bound(t.a, IP_A, PORT_A + 1, 2000);
 	EQ_FATAL(qps_connect(ea2, (const struct sockaddr *)&sc, sizeof(sc)),
 		 0);
-	record(a);
+	record(t.a);
 	for (i = 0; i < n; i++) {
 		const struct sockaddr_in *to = step[i].to == 'B' ? &sb :
 					       step[i].to == 'b' ? &sb2 : &sc;
@@ -408,10 +419,10 @@ static void unconn_hdrs(uint32_t path, bool offload)
 			 (ssize_t)step[i].len);
 		EQ(memcmp(got, buf, step[i].len), 0);
 	}
-	unrecord(a);
+	unrecord(t.a);
 	EQ_FATAL(g_wire_cap.n, n);
 	for (i = 0; i < n; i++)
-		wire_hdr_check(i, step[i].to == 'C' ? &ic : &ib,
+		wire_hdr_check(i, step[i].to == 'C' ? &t.ic : &t.ib,
 			       step[i].to == 'b' ? PORT_B + 1 : PORT_B,
 			       step[i].len, step[i].want_ttl,
 			       step[i].want_tos);
@@ -420,9 +431,7 @@ static void unconn_hdrs(uint32_t path, bool offload)
 	EQ(qps_ep_close(eb), 0);
 	EQ(qps_ep_close(eb2), 0);
 	EQ(qps_ep_close(ec), 0);
-	EQ(qps_ctx_destroy(a), 0);
-	EQ(qps_ctx_destroy(b), 0);
-	EQ(qps_ctx_destroy(c), 0);
+	trio_close(&t);
 }
 BOTH(unconn_hdrs)
 
