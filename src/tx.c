@@ -784,6 +784,16 @@ static int qps_tx_dst_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
  * relaxed loads, as in qps_tx_hdr: a setsockopt racing a send takes
  * effect at this send or the next.
  */
+static bool qps_tx_tmpl_fits(const struct qps_ep *ep, const struct qps_sq *sq,
+			     const struct sockaddr_in *to, uint64_t gen)
+{
+	return sq->tmpl.ep == ep && sq->tmpl.gen == gen &&
+	       sq->tmpl.daddr == to->sin_addr.s_addr &&
+	       sq->tmpl.dport == to->sin_port &&
+	       sq->tmpl.ttl == qps_tx_ttl(ep, to->sin_addr.s_addr) &&
+	       sq->tmpl.tos == __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
+}
+
 static int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
 			      const struct sockaddr_in *to, bool peer,
 			      uint64_t gen)
@@ -791,11 +801,7 @@ static int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
 	struct qps_frame_hdr h;
 	int ret;
 
-	if (sq->tmpl.ep == ep && sq->tmpl.gen == gen &&
-	    sq->tmpl.daddr == to->sin_addr.s_addr &&
-	    sq->tmpl.dport == to->sin_port &&
-	    sq->tmpl.ttl == qps_tx_ttl(ep, to->sin_addr.s_addr) &&
-	    sq->tmpl.tos == __atomic_load_n(&ep->tos, __ATOMIC_RELAXED))
+	if (qps_tx_tmpl_fits(ep, sq, to, gen))
 		return 0;
 	sq->tmpl.ep = NULL;
 	memset(&h, 0, sizeof(h));
@@ -950,7 +956,7 @@ static void qps_tx_flatten(struct qps_sq *sq, uint32_t slot,
  * Build one checked datagram to @dst (NULL: the connected peer) for the
  * send queue picked for it and hand it to that queue; *@sent_to says
  * where it went. On a device that sums it, a datagram stays in pieces
- * (its headers' template or fields, the caller's payload) until a bypass
+ * (the queue's header template, the caller's payload) until a bypass
  * writes it straight into the WQE (sq_path.h); posted any other way, it
  * is built in its slot first. Both happen under sq->lock, which keeps
  * the template.
@@ -975,7 +981,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	 * in the slot), checked once the slot is ours: a wait for one drops
 	 * the lock, and another send may build the queue's template
 	 * meanwhile. */
-	bool tmpl = !ctx->ud && ctx->csum_offload;
+	bool tmpl = !ctx->ud && ctx->csum_offload, fits;
 	uint64_t gen;
 	int ret, bypass;
 
@@ -990,7 +996,12 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		qps_tx_hold_flow(ep, dst, r, &hash);
 		to = *dst;
 	}
-	ret = ctx->ud || tmpl ? 0 :
+	/* The next hop is resolved before waiting for a slot, as the kernel
+	 * routes before it allocates: an unreachable destination fails at
+	 * once. A connected peer's was resolved by connect; a template
+	 * that fits holds it, and stays good until the lock is dropped. */
+	fits = tmpl && dst && qps_tx_tmpl_fits(ep, r->sq, &to, gen);
+	ret = ctx->ud || fits || (tmpl && !dst) ? 0 :
 	      qps_tx_dst_mac_locked(ep, r->sq, &to, !dst, gen, h.dst_mac);
 	if (ret < 0)
 		return ret;
@@ -1017,6 +1028,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 		 * would stall behind us. */
 		qps_tx_run_disown(r);
 		ret = qps_tx_slot_get_locked(&r->wait, sq, dontwait, &slot);
+		fits = false;
 	}
 	if (ret < 0)
 		return ret;
@@ -1026,7 +1038,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	} else if (ctx->csum_offload) {
 		/* The device sums the frame as it leaves: the payload is
 		 * copied as it is, once, behind the queue's template. */
-		ret = qps_tx_tmpl_locked(ep, sq, &to, !dst, gen);
+		ret = fits ? 0 : qps_tx_tmpl_locked(ep, sq, &to, !dst, gen);
 		if (ret == 0) {
 			pieces.tmpl = sq->tmpl.hdr;
 			pieces.ip_id = htons(sq->ip_id++);
