@@ -14,7 +14,8 @@
 #   ctest-asan  ctest --output-on-failure in build-asan
 #   build-tsan  build-tsan -DQPS_SANITIZE=thread, only the suites whose
 #               receive paths race on purpose (test_mcast), the
-#               lockless send queues (test_prio), the doorbell
+#               lockless send queues (test_prio), the futex mutex
+#               of the send queues and rx.lock (test_mutex), the doorbell
 #               flusher thread (test_doorbell) and concurrent senders
 #               on one flow table (test_txq_e2e)
 #   ctest-tsan  those suites under ThreadSanitizer
@@ -170,8 +171,8 @@ ctest_asan() {
 # ThreadSanitizer: only the suites that race on purpose are built and run.
 # No -Werror here: GCC warns that TSan does not model
 # atomic_thread_fence (the -Werror build above checks warnings).
-tsan_suites=(test_mcast test_prio test_doorbell test_txq_e2e test_prio_e2e
-	test_ud test_ud_addr test_qp_error)
+tsan_suites=(test_mcast test_prio test_mutex test_doorbell test_txq_e2e
+	test_prio_e2e test_ud test_ud_addr test_qp_error)
 tsan_build() {
 	cmake -S . -B build-tsan -DQPS_SANITIZE=thread \
 		-DCMAKE_BUILD_TYPE=Debug -DQPS_ENABLE_WERROR=OFF

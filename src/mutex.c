@@ -4,9 +4,9 @@
  * the private futex operations, as glibc's default mutex does. No spin
  * first: with two senders on two cores, a spinning waiter keeps the
  * queue's cache lines bouncing while the holder works, where a sleeping
- * one lets it run alone (docs/performance.md). The system
- * calls go through syscall(), which sets errno on EAGAIN or EINTR; errno
- * is put back, since the library never changes it.
+ * one lets it run alone (docs/performance.md). The system calls go
+ * through syscall(), which sets errno on EAGAIN or EINTR; errno is put
+ * back, since the library never changes it.
  */
 #include <errno.h>
 #include <linux/futex.h>

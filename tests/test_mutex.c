@@ -98,7 +98,6 @@ static void test_exclusion(void)
  * unlock wakes it, and errno is as it left it. */
 struct sleeper {
 	struct qps_mutex *m;
-	int started;
 	int got;
 	int errno_after;
 };
@@ -108,7 +107,6 @@ static void *sleeper_main(void *arg)
 	struct sleeper *s = arg;
 
 	errno = 4242;
-	__atomic_store_n(&s->started, 1, __ATOMIC_RELEASE);
 	qps_mutex_lock(s->m);
 	s->errno_after = errno;
 	__atomic_store_n(&s->got, 1, __ATOMIC_RELEASE);
