@@ -138,10 +138,7 @@ static inline struct qps_prio *qps_sq_prio(struct qps_ctx *ctx, uint32_t q)
  * for a device that sums them. */
 static inline void qps_tx_frame_hdrs(void *dst, const struct qps_tx_frame *f)
 {
-	if (f->tmpl)
-		qps_frame_build_tmpl(dst, f->tmpl, f->ip_id, f->plen);
-	else
-		qps_frame_build_hw(dst, f->h, f->plen);
+	qps_frame_build_tmpl(dst, f->tmpl, f->ip_id, f->plen);
 }
 
 /* Room for one more WQE: a free slot and room on the send path. Under

@@ -317,7 +317,7 @@ int qps_sq_mlx4_write_pieces(struct qps_sq_mlx4 *sq,
 	uint8_t *wqe;
 	int ret;
 
-	if ((!f->tmpl && !f->h) || (f->plen && !f->payload))
+	if (!f->tmpl || (f->plen && !f->payload))
 		return -EINVAL;
 	/* Above max_inline: it does not fit; that is always below the
 	 * largest UDP payload, so the headers can be built. */

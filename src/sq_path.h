@@ -19,24 +19,20 @@
 
 struct qps_sq;
 
-struct qps_frame_hdr;
-
 /*
  * A frame in pieces, for a path that copies frames into its WQEs (mlx4
- * inline), on a device that sums it: its headers, as a connected
- * endpoint's template (QPS_HDRS_LEN bytes: the headers but for the
- * lengths and the IP ID, given apart in network order) or else as their
- * fields, and the payload where the sender has it. Written so, the frame
- * is never copied into its slot first (the slot still names its
- * completion), and the headers are built where they are written
- * (qps_tx_frame_hdrs, sq.h), not read back just after.
+ * inline), on a device that sums it: its headers as the send queue's
+ * template (QPS_HDRS_LEN bytes: the headers but for the lengths and the
+ * IP ID, given apart in network order), and the payload where the sender
+ * has it. Written so, the frame is never copied into its slot first (the
+ * slot still names its completion), and the headers are built where they
+ * are written (qps_tx_frame_hdrs, sq.h), not read back just after.
  */
 struct qps_tx_frame {
-	const uint8_t *tmpl;		/* or NULL: */
-	const struct qps_frame_hdr *h;
+	const uint8_t *tmpl;
 	const uint8_t *payload;
 	uint32_t plen;
-	uint16_t ip_id;			/* with @tmpl */
+	uint16_t ip_id;
 };
 
 struct qps_sq_path {

@@ -1098,8 +1098,8 @@ static void same_wqe_bytes(void)
 
 /*
  * A frame written in pieces (sq_path.h) makes the same WQE as the frame
- * written whole: headers from their fields or from a template and its IP
- * ID, payloads around every inline chunk boundary up to the inline
+ * written whole: headers from a template and an IP ID, payloads around
+ * every inline chunk boundary up to the inline
  * limit, an empty one without an address. No headers, a payload without
  * an address, or a frame over the inline limit is refused.
  */
@@ -1139,17 +1139,12 @@ static void pieces_wqe_bytes(void)
 			 (int)(QPS_HDRS_LEN + lens[k]));
 		EQ(qps_sq_mlx4_write(&whole, frame, QPS_HDRS_LEN + lens[k],
 				     g.mr->lkey, k, true, csum), 0);
+		/* The template: another IP ID, and no payload. */
+		h.ip_id = (uint16_t)(k & 1 ? 0 : 0xffff);
+		EQ_FATAL(qps_frame_build_hw(tmpl, &h, 0), QPS_HDRS_LEN);
 		memset(&f, 0, sizeof(f));
-		if (k & 1) {
-			/* A template: another IP ID and no payload. */
-			h.ip_id = 0;
-			EQ_FATAL(qps_frame_build_hw(tmpl, &h, 0),
-				 QPS_HDRS_LEN);
-			f.tmpl = tmpl;
-			f.ip_id = htons((uint16_t)(100 + k));
-		} else {
-			f.h = &h;
-		}
+		f.tmpl = tmpl;
+		f.ip_id = htons((uint16_t)(100 + k));
 		f.payload = lens[k] ? payload : NULL;
 		f.plen = lens[k];
 		EQ(qps_sq_mlx4_write_pieces(&parts, &f, k, true, csum), 0);
@@ -1168,9 +1163,9 @@ static void pieces_wqe_bytes(void)
 	}
 	f = (struct qps_tx_frame){ .payload = payload, .plen = 1 };
 	EQ(qps_sq_mlx4_write_pieces(&parts, &f, 0, true, csum), -EINVAL);
-	f = (struct qps_tx_frame){ .h = &h, .plen = 1 };
+	f = (struct qps_tx_frame){ .tmpl = tmpl, .plen = 1 };
 	EQ(qps_sq_mlx4_write_pieces(&parts, &f, 0, true, csum), -EINVAL);
-	f = (struct qps_tx_frame){ .h = &h, .payload = payload,
+	f = (struct qps_tx_frame){ .tmpl = tmpl, .payload = payload,
 				   .plen = lens[nlens - 1] + 1 };
 	EQ(qps_sq_mlx4_write_pieces(&parts, &f, 0, true, csum), -EMSGSIZE);
 	EQ(*parts.m.head, nlens);
