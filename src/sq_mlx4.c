@@ -124,6 +124,30 @@ static uint32_t qps_sq_mlx4_room_update(struct qps_sq_mlx4 *sq)
 			 sizeof(struct mlx4_wqe_inline_seg))
 #define QPS_MLX4_CHUNK (QPS_MLX4_WQEBB - sizeof(struct mlx4_wqe_inline_seg))
 
+/* @n < 64 bytes as two fixed-size copies that may overlap: a datagram's
+ * last chunk is short, and a copy of variable size is a library call. */
+static inline void qps_sq_mlx4_copy_short(uint8_t *d, const uint8_t *s,
+					  uint32_t n)
+{
+	if (n >= 32) {
+		memcpy(d, s, 32);
+		memcpy(d + n - 32, s + n - 32, 32);
+	} else if (n >= 16) {
+		memcpy(d, s, 16);
+		memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n >= 8) {
+		memcpy(d, s, 8);
+		memcpy(d + n - 8, s + n - 8, 8);
+	} else if (n >= 4) {
+		memcpy(d, s, 4);
+		memcpy(d + n - 4, s + n - 4, 4);
+	} else if (n) {
+		d[0] = s[0];
+		d[n - 1] = s[n - 1];
+		d[n / 2] = s[n / 2];
+	}
+}
+
 /* One chunk: @n bytes of data, then its byte count. As libmlx4: the data
  * before the count, so a device prefetching 64-byte chunks never pairs a
  * valid count with stale data. */
@@ -135,7 +159,7 @@ static inline void qps_sq_mlx4_chunk(struct mlx4_wqe_inline_seg *seg,
 	else if (n == QPS_MLX4_CHUNK0)
 		memcpy(seg + 1, src, QPS_MLX4_CHUNK0);
 	else
-		memcpy(seg + 1, src, n);
+		qps_sq_mlx4_copy_short((uint8_t *)(seg + 1), src, n);
 	qps_udma_to_device_barrier();
 	seg->byte_count = htobe32(MLX4_INLINE_SEG | n);
 }

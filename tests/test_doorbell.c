@@ -865,7 +865,10 @@ struct bare {
 	uint8_t *frames;
 };
 
-/* A bare emu device with one send-only QP of @max_inline. */
+/* A bare emu device with one send-only QP of @max_inline, and room for
+ * BARE_FRAMES frames of up to 2048 bytes. */
+#define BARE_FRAMES 24
+
 static void bare_open(struct bare *x, uint32_t max_inline)
 {
 	struct qps_dev_attr da = { .dev = g_wire };
@@ -884,9 +887,10 @@ static void bare_open(struct bare *x, uint32_t max_inline)
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_inline_data = max_inline;
 	EQ_FATAL(x->ops->create_qp(x->dev, &qa, &x->qp), 0);
-	x->frames = aligned_alloc(4096, 16 * 2048);
+	x->frames = aligned_alloc(4096, BARE_FRAMES * 2048);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(x->frames);
-	EQ_FATAL(x->ops->reg_mr(x->dev, x->frames, 16 * 2048, &x->mr), 0);
+	EQ_FATAL(x->ops->reg_mr(x->dev, x->frames, BARE_FRAMES * 2048,
+				&x->mr), 0);
 }
 
 static void bare_close(struct bare *x)
@@ -1022,7 +1026,9 @@ static void blueflame(void)
 /* The direct path writes the ring exactly as the provider's post_send
  * does (inline and data segments); only the wr_id table tells them apart.
  * Payloads around every inline chunk boundary (frames of 44, 104, 164
- * and 224 bytes fill one to four chunks), and a data segment. */
+ * and 224 bytes fill one to four chunks), last chunks of every size
+ * class the writer copies apart (2, 3, 5, 12, 20, 31, 32 bytes and
+ * more), and a data segment. */
 static void same_wqe_bytes(void)
 {
 	struct bare g, d;
@@ -1031,8 +1037,9 @@ static void same_wqe_bytes(void)
 	struct ibv_sge sge;
 	struct ibv_send_wr wr, *bad = NULL;
 	const uint8_t mac[6] = { 2, 0x51, 0x50, 0, 0, 15 };
-	static const size_t lens[] = { 0, 1, 2, 3, 61, 62, 63, 100, 121,
-				       122, 123, 181, 182, 1200 };
+	static const size_t lens[] = { 0, 1, 2, 3, 4, 5, 7, 14, 22, 33, 34,
+				       61, 62, 63, 100, 121, 122, 123, 181,
+				       182, 1200 };
 	const unsigned int nlens = sizeof(lens) / sizeof(lens[0]);
 	unsigned int k;
 	int rang;
