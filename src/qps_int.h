@@ -233,7 +233,16 @@ uint64_t qps_realtime_ns(void);
  * queue's, under its lock), or NULL to ask the provider every time. */
 int qps_route_resolve(struct qps_ctx *ctx, struct qps_route_slot *cache,
 		      uint32_t daddr, uint8_t mac[6]);
-uint64_t qps_route_gen(struct qps_ctx *ctx);
+uint64_t qps_route_gen_ask(struct qps_ctx *ctx);
+
+/* The provider's route generation; asked on every datagram, so a
+ * provider whose routes never change costs no call. */
+static inline uint64_t qps_route_gen(struct qps_ctx *ctx)
+{
+	if (ctx->routes_static)
+		return 0;	/* what the stub would say */
+	return qps_route_gen_ask(ctx);
+}
 
 /* log.c */
 void qps_log_err(const char *fmt, ...)

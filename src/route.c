@@ -38,14 +38,9 @@ static void qps_route_mtu(struct qps_ctx *ctx, uint64_t gen)
 	__atomic_store_n(&ctx->max_payload, max, __ATOMIC_RELAXED);
 }
 
-uint64_t qps_route_gen(struct qps_ctx *ctx)
+uint64_t qps_route_gen_ask(struct qps_ctx *ctx)
 {
-	uint64_t gen;
-
-	/* What the stub would say, without a call per datagram. */
-	if (ctx->routes_static)
-		return 0;
-	gen = ctx->ops->route_gen(ctx->dev);
+	uint64_t gen = ctx->ops->route_gen(ctx->dev);
 
 	if (gen != __atomic_load_n(&ctx->mtu_gen, __ATOMIC_RELAXED))
 		qps_route_mtu(ctx, gen);
