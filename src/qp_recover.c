@@ -89,8 +89,10 @@ int qps_qp_recover_locked(struct qps_sq *sq)
 		ret = qps_qp_up(ctx, sq->qp);
 	}
 	/* The device starts again at WQE 0: so must the send path. */
-	if (ret == 0)
+	if (ret == 0) {
+		sq->room_seen = 0;
 		ret = sq->path->reset(sq);
+	}
 	if (ret < 0) {
 		qps_log_err("send queue %u: QP %u could not be brought back "
 			    "from the error state (%d); its sends fail from "

@@ -113,6 +113,7 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	 * (source, destination) pair; spreading the queues' starting points
 	 * keeps a flow that moves from repeating its recent IDs. */
 	sq->ip_id = (uint16_t)(idx * (65536u / ctx->nsq));
+	sq->room_seen = 0;
 	return sq->path->init(sq);
 }
 

@@ -85,6 +85,11 @@ struct qps_sq {
 	uint32_t nfree;
 	uint32_t inflight;		/* posted, not completed */
 	uint32_t unrung;		/* WQEs written since the last doorbell */
+	/* What path->room() said last, less the WQEs written since: room
+	 * only grows by completions otherwise, so while this is above 0 the
+	 * path need not be asked (qps_tx_room_locked). 0 after init and
+	 * reset, and after a refused write. */
+	uint32_t room_seen;
 	/*
 	 * Completion moderation (tx_signal): the slots in the order their
 	 * WQEs were written, oldest at post_tail. A CQE completes its own
@@ -143,9 +148,13 @@ static inline void qps_tx_frame_hdrs(void *dst, const struct qps_tx_frame *f)
 
 /* Room for one more WQE: a free slot and room on the send path. Under
  * sq->lock. */
-static inline bool qps_tx_room_locked(const struct qps_sq *sq)
+static inline bool qps_tx_room_locked(struct qps_sq *sq)
 {
-	return sq->nfree && sq->path->room(sq) > 0;
+	if (!sq->nfree)
+		return false;
+	if (!sq->room_seen)
+		sq->room_seen = sq->path->room(sq);
+	return sq->room_seen > 0;
 }
 
 /* sq.c: lifetime */
@@ -170,18 +179,6 @@ void qps_tx_posted_unpush(struct qps_sq *sq, uint32_t n);
 /* After a RESET: every slot still posted failed (tx_errors); returns how
  * many. */
 uint32_t qps_tx_reclaim_locked(struct qps_sq *sq);
-/*
- * Count the frame in @slot (@len bytes; in the pieces @f instead, if not
- * NULL: sq_path.h) on the QP (qps_txq_enqueue; its head in *@head) and
- * write it to the send queue. @more: another frame
- * follows at once (MSG_MORE, a batch), so the doorbell may wait; otherwise
- * it is rung now. A full send queue rings it regardless. Returns 0 or
- * -errno; a frame that could not be written is uncounted and its slot
- * given back.
- */
-int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot,
-		       const struct qps_tx_frame *f, uint32_t len, bool more,
-		       uint32_t *head);
 /* The end of a send call on @sq: ring now, or (@more) leave the doorbell
  * to the next call, a flush or the bounded delay. */
 int qps_tx_end_locked(struct qps_sq *sq, bool more);

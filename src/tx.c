@@ -30,6 +30,14 @@
 
 #define QPS_TX_FLAGS (QPS_MSG_DONTWAIT | QPS_MSG_MORE)
 
+/* The datagram path is a chain of calls; a call between the functions
+ * marked hot costs more (the callee-saved registers of a large function
+ * each way) than their bodies do on a small datagram, so they are inlined
+ * into their callers whatever LTO decides. The rare branches are kept out
+ * of line instead, so that the hot path has the registers to itself. */
+#define QPS_TX_HOT static inline __attribute__((always_inline))
+#define QPS_TX_COLD static __attribute__((noinline, cold))
+
 /* Its address tells the band owner whether it posts its own frame. */
 static _Thread_local char qps_tx_self;
 
@@ -88,9 +96,11 @@ static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id,
 		if (sq->meta[s].flags & QPS_TXM_TS)
 			qps_txts_done(sq, &sq->meta[s], ts,
 				      n - k <= failed);
-		qps_tx_slot_put(sq, s);
+		sq->free[sq->nfree++] = s;
 	}
 	sq->post_tail = pos + 1;
+	/* Relaxed: as in qps_tx_slot_put, once for them all. */
+	__atomic_store_n(&sq->inflight, sq->inflight - n, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -258,9 +268,17 @@ int qps_tx_poll_rx(struct qps_ctx *ctx)
 	return qps_tx_poll_some(ctx, QPS_TXF_POLL, true);
 }
 
-int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot,
-		       const struct qps_tx_frame *f, uint32_t len, bool more,
-		       uint32_t *head)
+/*
+ * Count the frame in @slot (@len bytes; in the pieces @f instead, if not
+ * NULL: sq_path.h) on the QP (qps_txq_enqueue; its head in *@head) and
+ * write it to the send queue. @more: another frame follows at once
+ * (MSG_MORE, a batch), so the doorbell may wait; otherwise it is rung
+ * now. A full send queue rings it regardless. Returns 0 or -errno; a
+ * frame that could not be written is uncounted and its slot given back.
+ */
+QPS_TX_HOT int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot,
+				  const struct qps_tx_frame *f, uint32_t len,
+				  bool more, uint32_t *head)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	bool sig;
@@ -280,6 +298,8 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot,
 	}
 	ret = sq->path->write(sq, slot, f, len, sig);
 	if (ret < 0) {
+		/* Ask the path again: it knows better than the count. */
+		sq->room_seen = 0;
 		/* Posted by the band owner after its sender returned:
 		 * tx_errors is where the loss shows. */
 		sq->st->errors++;
@@ -289,6 +309,10 @@ int qps_tx_xmit_locked(struct qps_sq *sq, uint32_t slot,
 		return ret;
 	}
 	qps_tx_posted_push(sq, slot);
+	/* 0 (not asked since) stays so, and so does UINT32_MAX, a path
+	 * without a bound of its own. */
+	if (sq->room_seen && sq->room_seen != UINT32_MAX)
+		sq->room_seen--;
 	if (sig) {
 		sq->since_sig = 0;
 		sq->st->signaled++;
@@ -322,8 +346,9 @@ int qps_tx_end_locked(struct qps_sq *sq, bool more)
  * head, commit its flow and take it out of the parked count
  * (qps_txq_park orders the two).
  */
-static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
-				    const struct qps_tx_frame *f, bool more)
+QPS_TX_HOT void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
+					    const struct qps_tx_frame *f,
+					    bool more)
 {
 	struct qps_ctx *ctx = sq->ctx;
 	const struct qps_tx_meta *m = &sq->meta[slot];
@@ -351,9 +376,9 @@ static void qps_tx_post_slot_locked(struct qps_sq *sq, uint32_t slot,
  * (see below). A frame the device refuses is counted in tx_errors and its
  * slot freed by qps_tx_xmit_locked, so every item offered is taken.
  */
-static void qps_tx_post_burst_locked(struct qps_sq *sq, void **items,
-				     unsigned int n, bool more,
-				     const struct qps_tx_frame *f)
+QPS_TX_HOT void qps_tx_post_burst_locked(struct qps_sq *sq, void **items,
+					 unsigned int n, bool more,
+					 const struct qps_tx_frame *f)
 {
 	const void *last_who = NULL;
 	bool plain = n == 0;
@@ -457,8 +482,8 @@ static int qps_tx_peer_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
 
 /* What can be said of a datagram before taking any lock; @dst NULL is
  * the connected peer. */
-static int qps_tx_check(const struct qps_ep *ep, const void *buf, size_t len,
-			const struct sockaddr_in *dst)
+QPS_TX_HOT int qps_tx_check(const struct qps_ep *ep, const void *buf,
+			    size_t len, const struct sockaddr_in *dst)
 {
 	if (__atomic_load_n(&ep->wr_shut, __ATOMIC_RELAXED))
 		return -EPIPE;
@@ -530,8 +555,7 @@ static void qps_tx_run_disown(struct qps_tx_run *r)
 
 /* Inlined with the check below: a single send comes here once per call,
  * and a call per send costs more than the switch does. */
-static inline __attribute__((always_inline)) void
-qps_tx_run_switch(struct qps_tx_run *r, uint32_t q)
+QPS_TX_HOT void qps_tx_run_switch(struct qps_tx_run *r, uint32_t q)
 {
 	struct qps_sq *sq = &r->ctx->sq[q];
 
@@ -604,8 +628,8 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
  * what it is computed from while holding every queue's lock; if it moved
  * meanwhile, follow it.
  */
-static int qps_tx_hold_peer(struct qps_ep *ep, struct qps_tx_run *r,
-			    uint64_t gen)
+QPS_TX_HOT int qps_tx_hold_peer(struct qps_ep *ep, struct qps_tx_run *r,
+				uint64_t gen)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	/* Relaxed: only which lock to try first; the pick is decided by
@@ -774,16 +798,9 @@ static int qps_tx_dst_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
 	return qps_route_resolve(ep->ctx, sq->route, to->sin_addr.s_addr, mac);
 }
 
-/*
- * The headers of @ep's datagrams to @to on @sq (@peer: the connected
- * peer), for a device that computes the checksums: built (the next hop's
- * MAC resolved as qps_tx_dst_mac_locked does) when @sq's template is
- * another endpoint's or destination's, or out of date, else as they
- * were. An unconnected sender gets it too while it keeps sending to one
- * destination, as VMA keeps its last destination. TTL and TOS are
- * relaxed loads, as in qps_tx_hdr: a setsockopt racing a send takes
- * effect at this send or the next.
- */
+/* @sq's template holds the headers of @ep's datagrams to @to under route
+ * generation @gen. TTL and TOS are relaxed loads, as in qps_tx_hdr: a
+ * setsockopt racing a send takes effect at this send or the next. */
 static bool qps_tx_tmpl_fits(const struct qps_ep *ep, const struct qps_sq *sq,
 			     const struct sockaddr_in *to, uint64_t gen)
 {
@@ -794,15 +811,13 @@ static bool qps_tx_tmpl_fits(const struct qps_ep *ep, const struct qps_sq *sq,
 	       sq->tmpl.tos == __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
 }
 
-static int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
-			      const struct sockaddr_in *to, bool peer,
-			      uint64_t gen)
+QPS_TX_COLD int qps_tx_tmpl_build_locked(struct qps_ep *ep, struct qps_sq *sq,
+					 const struct sockaddr_in *to,
+					 bool peer, uint64_t gen)
 {
 	struct qps_frame_hdr h;
 	int ret;
 
-	if (qps_tx_tmpl_fits(ep, sq, to, gen))
-		return 0;
 	sq->tmpl.ep = NULL;
 	memset(&h, 0, sizeof(h));
 	qps_tx_hdr(ep, to, &h);
@@ -819,6 +834,23 @@ static int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
 	sq->tmpl.ttl = h.ttl;
 	sq->tmpl.tos = h.tos;
 	return 0;
+}
+
+/*
+ * The headers of @ep's datagrams to @to on @sq (@peer: the connected
+ * peer), for a device that computes the checksums: built (the next hop's
+ * MAC resolved as qps_tx_dst_mac_locked does) when @sq's template is
+ * another endpoint's or destination's, or out of date, else as they
+ * were. An unconnected sender gets it too while it keeps sending to one
+ * destination, as VMA keeps its last destination.
+ */
+QPS_TX_HOT int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
+				  const struct sockaddr_in *to, bool peer,
+				  uint64_t gen)
+{
+	if (qps_tx_tmpl_fits(ep, sq, to, gen))
+		return 0;
+	return qps_tx_tmpl_build_locked(ep, sq, to, peer, gen);
 }
 
 /* A non-blocking sender of @n fragments: room for all of them now, or
@@ -952,6 +984,80 @@ static void qps_tx_flatten(struct qps_sq *sq, uint32_t slot,
 	qps_tx_frame_hdrs(frame, f);
 }
 
+/* A datagram above the MTU, on the queue @r holds (to @to; @mac: the next
+ * hop, unless the template is used): through the bands, in fragments. */
+QPS_TX_COLD int
+qps_tx_one_frags(struct qps_ep *ep, struct qps_tx_run *r,
+		 const struct sockaddr_in *to, bool peer, uint64_t gen,
+		 const uint8_t mac[6], const void *buf, size_t len,
+		 uint32_t hash, unsigned int prio, bool dontwait, bool more)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	struct qps_sq *sq = r->sq;
+	struct qps_frame_hdr h;
+	int ret;
+
+	memset(&h, 0, sizeof(h));
+	qps_tx_run_disown(r);
+	if (ctx->csum_offload) {
+		ret = qps_tx_dst_mac_locked(ep, sq, to, peer, gen, h.dst_mac);
+		if (ret < 0)
+			return ret;
+	} else {
+		memcpy(h.dst_mac, mac, 6);
+	}
+	qps_tx_hdr_locked(ep, sq, to, &h);
+	return qps_tx_frags(ep, r, &h, buf, len, hash, !peer, prio, dontwait,
+			    more);
+}
+
+/* The frame in @slot, for a transport that does not use the template: UD,
+ * or a device that does not sum it (@mac: the next hop). Returns its
+ * length or -errno. */
+QPS_TX_COLD int
+qps_tx_one_build(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
+		 const struct sockaddr_in *to, const uint8_t mac[6],
+		 const void *buf, size_t len)
+{
+	uint8_t *frame = sq->buf + (size_t)slot * ep->ctx->tx_slot_size;
+	struct qps_frame_hdr h;
+
+	if (ep->ctx->ud)
+		return qps_tx_ud_build_locked(ep, sq, slot, to, buf, len);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.dst_mac, mac, 6);
+	qps_tx_hdr_locked(ep, sq, to, &h);
+	/* The payload's checksum is taken while it is copied. */
+	return qps_frame_build_sum(frame, &h, len,
+				   qps_csum_copy(frame + QPS_HDRS_LEN, buf,
+						 len, 0));
+}
+
+/* A built slot that is not bypassed: to the bands, without sq->lock,
+ * which the owner's post takes (@bypass < 0: the transmitter, taken but
+ * not to be bypassed, is given back first). */
+QPS_TX_COLD int
+qps_tx_one_band(struct qps_ep *ep, struct qps_tx_run *r, uint32_t slot,
+		const struct qps_tx_frame *pieces, size_t len,
+		unsigned int prio, bool dontwait, int bypass)
+{
+	struct qps_sq *sq = r->sq;
+
+	if (pieces)
+		qps_tx_flatten(sq, slot, pieces);
+	if (r->owner) {
+		qps_tx_run_unlock(r);
+	} else {
+		qps_mutex_unlock(&sq->lock);
+		r->sq = NULL;
+		if (bypass < 0)
+			qps_prio_bypass_end(sq->prio, qps_prio_band(prio),
+					    false);
+	}
+	return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len, prio,
+			   dontwait, true);
+}
+
 /*
  * Build one checked datagram to @dst (NULL: the connected peer) for the
  * send queue picked for it and hand it to that queue; *@sent_to says
@@ -961,15 +1067,18 @@ static void qps_tx_flatten(struct qps_sq *sq, uint32_t slot,
  * is built in its slot first. Both happen under sq->lock, which keeps
  * the template.
  */
-static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
-		      const void *buf, size_t len,
-		      const struct sockaddr_in *dst, unsigned int prio,
-		      bool dontwait, bool more, struct sockaddr_in *sent_to)
+QPS_TX_HOT int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
+			  const void *buf, size_t len,
+			  const struct sockaddr_in *dst, unsigned int prio,
+			  bool dontwait, bool more,
+			  struct sockaddr_in *sent_to)
 {
 	struct qps_ctx *ctx = ep->ctx;
-	struct qps_frame_hdr h;
+	uint8_t mac[6];
 	struct sockaddr_in to;
 	struct qps_sq *sq;
+	struct qps_tx_meta *m;
+	void *item;
 	struct qps_tx_frame pieces = {
 		.tmpl = NULL,
 		.payload = buf,
@@ -985,7 +1094,6 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	uint64_t gen;
 	int ret, bypass;
 
-	memset(&h, 0, sizeof(h));
 	gen = qps_route_gen(ctx);
 	if (!dst) {
 		ret = qps_tx_hold_peer(ep, r, gen);
@@ -1002,25 +1110,15 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	 * that fits holds it, and stays good until the lock is dropped. */
 	fits = tmpl && dst && qps_tx_tmpl_fits(ep, r->sq, &to, gen);
 	ret = ctx->ud || fits || (tmpl && !dst) ? 0 :
-	      qps_tx_dst_mac_locked(ep, r->sq, &to, !dst, gen, h.dst_mac);
+	      qps_tx_dst_mac_locked(ep, r->sq, &to, !dst, gen, mac);
 	if (ret < 0)
 		return ret;
 	sq = r->sq;
 	*sent_to = to;
 	if (!ctx->ud &&
-	    len > __atomic_load_n(&ctx->max_payload, __ATOMIC_RELAXED)) {
-		/* Its fragments go through the bands. */
-		qps_tx_run_disown(r);
-		if (tmpl) {
-			ret = qps_tx_dst_mac_locked(ep, sq, &to, !dst, gen,
-						    h.dst_mac);
-			if (ret < 0)
-				return ret;
-		}
-		qps_tx_hdr_locked(ep, sq, &to, &h);
-		return qps_tx_frags(ep, r, &h, buf, len, hash, dst != NULL,
-				    prio, dontwait, more);
-	}
+	    len > __atomic_load_n(&ctx->max_payload, __ATOMIC_RELAXED))
+		return qps_tx_one_frags(ep, r, &to, !dst, gen, mac, buf, len,
+					hash, prio, dontwait, more);
 	if (qps_tx_room_locked(sq)) {
 		ret = qps_tx_slot_take_locked(sq, &slot);
 	} else {
@@ -1033,9 +1131,7 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (ret < 0)
 		return ret;
 
-	if (ctx->ud) {
-		ret = qps_tx_ud_build_locked(ep, sq, slot, &to, buf, len);
-	} else if (ctx->csum_offload) {
+	if (tmpl) {
 		/* The device sums the frame as it leaves: the payload is
 		 * copied as it is, once, behind the queue's template. */
 		ret = fits ? 0 : qps_tx_tmpl_locked(ep, sq, &to, !dst, gen);
@@ -1050,27 +1146,22 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 				qps_tx_flatten(sq, slot, &pieces);
 		}
 	} else {
-		uint8_t *frame = sq->buf + (size_t)slot * ctx->tx_slot_size;
-
-		qps_tx_hdr_locked(ep, sq, &to, &h);
-		/* The payload's checksum is taken while it is copied. */
-		ret = qps_frame_build_sum(frame, &h, len,
-					  qps_csum_copy(frame + QPS_HDRS_LEN,
-							buf, len, 0));
+		ret = qps_tx_one_build(ep, sq, slot, &to, mac, buf, len);
 	}
 	if (ret < 0) {
 		qps_tx_slot_put(sq, slot);
 		return ret;
 	}
-	sq->meta[slot] = (struct qps_tx_meta){
-		.len = (uint32_t)ret,
-		.bytes = (uint32_t)len,
-		.hash = hash,
-		.flags = (dst ? QPS_TXM_FLOW : 0) | (more ? QPS_TXM_MORE : 0) |
-			 (ctx->csum_offload ? QPS_TXM_CSUM : 0),
-		.who = &qps_tx_self,
-	};
-	qps_txts_meta(ep, &sq->meta[slot]);
+	/* Field by field: the stamp's fields are qps_txts_meta's, read only
+	 * with QPS_TXM_TS. */
+	m = &sq->meta[slot];
+	m->len = (uint32_t)ret;
+	m->bytes = (uint32_t)len;
+	m->hash = hash;
+	m->flags = (dst ? QPS_TXM_FLOW : 0) | (more ? QPS_TXM_MORE : 0) |
+		   (ctx->csum_offload ? QPS_TXM_CSUM : 0);
+	m->who = &qps_tx_self;
+	qps_txts_meta(ep, m);
 	/* Parked until posted: the flow table holds its flow on this QP. */
 	qps_txq_park(ctx->txq, (int)sq->idx, 1);
 	/* The endpoint's counters, under this queue's lock (stat_shm.h);
@@ -1082,42 +1173,39 @@ static int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	 * the lock we hold, and keep both for the call's next datagram
 	 * (qps_tx_run_unlock gives them back). Holding the transmitter of
 	 * this call's previous datagram: go on while nobody queued. */
-	if (r->owner && !qps_prio_bypass_again(sq->prio)) {
-		if (!flat)
-			qps_tx_flatten(sq, slot, &pieces);
-		qps_tx_run_unlock(r);
-		return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len,
-				   prio, dontwait, true);
-	}
 	if (r->owner) {
+		if (!qps_prio_bypass_again(sq->prio))
+			return qps_tx_one_band(ep, r, slot,
+					       flat ? NULL : &pieces, len,
+					       prio, dontwait, 0);
 		qps_prio_bypass_count(sq->prio, r->band);
 		bypass = 1;
 	} else {
 		bypass = qps_prio_bypass_begin(sq->prio);
 	}
-	if (bypass > 0) {
-		void *item = (void *)((uintptr_t)slot + 1);
-
-		qps_tx_post_burst_locked(sq, &item, 1, false,
-					 flat ? NULL : &pieces);
-		r->owner = true;
-		r->band = qps_prio_band(prio);
-		return 0;
-	}
-	/* Otherwise the owner's post takes sq->lock: hand the slot over
-	 * without it. */
-	if (!flat)
-		qps_tx_flatten(sq, slot, &pieces);
-	qps_mutex_unlock(&sq->lock);
-	r->sq = NULL;
-	if (bypass < 0)
-		qps_prio_bypass_end(sq->prio, qps_prio_band(prio), false);
-	return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len, prio,
-			   dontwait, true);
+	if (bypass <= 0)
+		return qps_tx_one_band(ep, r, slot, flat ? NULL : &pieces, len,
+				       prio, dontwait, bypass);
+	item = (void *)((uintptr_t)slot + 1);
+	qps_tx_post_burst_locked(sq, &item, 1, false, flat ? NULL : &pieces);
+	r->owner = true;
+	r->band = qps_prio_band(prio);
+	return 0;
 }
 
-static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
-			       int flags, const struct sockaddr_in *dst)
+/* qps_tx_one for the single sends, which share this copy; qps_sendmmsg's
+ * loop has its own. */
+static __attribute__((noinline)) int
+qps_tx_one_call(struct qps_ep *ep, struct qps_tx_run *r, const void *buf,
+		size_t len, const struct sockaddr_in *dst, unsigned int prio,
+		bool dontwait, bool more, struct sockaddr_in *sent_to)
+{
+	return qps_tx_one(ep, r, buf, len, dst, prio, dontwait, more, sent_to);
+}
+
+QPS_TX_HOT ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf,
+				   size_t len, int flags,
+				   const struct sockaddr_in *dst)
 {
 	struct qps_tx_run run = { .ctx = ep->ctx };
 	bool more = flags & QPS_MSG_MORE;
@@ -1133,8 +1221,10 @@ static ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf, size_t len,
 	ret = qps_ep_autobind(ep);
 	if (ret < 0)
 		return ret;
-	ret = qps_tx_one(ep, &run, buf, len, dst, (unsigned int)ep->priority,
-			 ep->nonblock || (flags & QPS_MSG_DONTWAIT), more, &to);
+	ret = qps_tx_one_call(ep, &run, buf, len, dst,
+			      (unsigned int)ep->priority,
+			      ep->nonblock || (flags & QPS_MSG_DONTWAIT), more,
+			      &to);
 	end = qps_tx_run_end(&run, more);
 	if (ret == 0 && IN_MULTICAST(ntohl(to.sin_addr.s_addr)))
 		qps_mc_loop(ep, &to, buf, len);
@@ -1184,8 +1274,8 @@ ssize_t qps_sendto(struct qps_ep *ep, const void *buf, size_t len, int flags,
 }
 
 /* One message of a batch; @more: the doorbell may wait after it. */
-static int qps_tx_msg(struct qps_ep *ep, struct qps_tx_run *r,
-		      const struct qps_msg *m, bool dontwait, bool more)
+QPS_TX_HOT int qps_tx_msg(struct qps_ep *ep, struct qps_tx_run *r,
+			  const struct qps_msg *m, bool dontwait, bool more)
 {
 	const struct sockaddr_in *dst;
 	struct sockaddr_in to;

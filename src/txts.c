@@ -63,6 +63,7 @@ void qps_txts_meta(struct qps_ep *ep, struct qps_tx_meta *m)
 	m->ts_gen = ep->gen;
 	m->ts_flags = f;
 	m->ts_id = __atomic_fetch_add(&ep->txts_next_id, 1, __ATOMIC_RELAXED);
+	m->ts_sw_ns = 0;
 }
 
 void qps_txts_posted(struct qps_tx_meta *m)
