@@ -995,12 +995,13 @@ qps_tx_one_frags(struct qps_ep *ep, struct qps_tx_run *r,
 	struct qps_ctx *ctx = ep->ctx;
 	struct qps_sq *sq = r->sq;
 	struct qps_frame_hdr h;
-	int ret;
 
 	memset(&h, 0, sizeof(h));
 	qps_tx_run_disown(r);
 	if (ctx->csum_offload) {
-		ret = qps_tx_dst_mac_locked(ep, sq, to, peer, gen, h.dst_mac);
+		int ret = qps_tx_dst_mac_locked(ep, sq, to, peer, gen,
+						h.dst_mac);
+
 		if (ret < 0)
 			return ret;
 	} else {
