@@ -661,8 +661,9 @@ QPS_TX_HOT int qps_tx_hold_peer(struct qps_ep *ep, struct qps_tx_run *r,
  * that never polls would otherwise keep the flow on the old QP until the
  * QP fills up.
  */
-static void qps_tx_hold_flow(struct qps_ep *ep, const struct sockaddr_in *dst,
-			     struct qps_tx_run *r, uint32_t *hash)
+QPS_TX_HOT void qps_tx_hold_flow(struct qps_ep *ep,
+				 const struct sockaddr_in *dst,
+				 struct qps_tx_run *r, uint32_t *hash)
 {
 	struct qps_ctx *ctx = ep->ctx;
 	struct qps_txq_tuple t = {

@@ -32,23 +32,6 @@ static bool qps_txq_shard_key_ok;
 static __thread uint32_t qps_txq_tls_rr;
 static _Atomic uint32_t qps_txq_rr_next;
 
-/* A flow entry: (qp + 1) << 32 | head; 0 is an empty entry, so a zeroed
- * table is an empty one. */
-static inline uint64_t qps_txq_ent(uint32_t qp, uint32_t head)
-{
-	return (uint64_t)(qp + 1) << 32 | head;
-}
-
-static inline uint32_t qps_txq_ent_qp(uint64_t e)
-{
-	return (uint32_t)(e >> 32) - 1;	/* empty: UINT32_MAX, out of range */
-}
-
-static inline uint32_t qps_txq_ent_head(uint64_t e)
-{
-	return (uint32_t)e;
-}
-
 static bool qps_is_pow2(uint32_t v)
 {
 	return v && !(v & (v - 1));
@@ -154,8 +137,7 @@ static uint32_t qps_txq_policy(struct qps_txq_sel *sel, uint32_t hash)
 	default:
 		break;
 	}
-	/* High bits of the hash: the table index uses the low ones. */
-	return (uint32_t)(((uint64_t)hash * sel->nqp) >> 32);
+	return qps_txq_policy_hash(sel, hash);
 }
 
 /*
@@ -401,11 +383,17 @@ int qps_txq_pick_flow(struct qps_txq_sel *sel, uint32_t hash)
 	return qps_txq_pick_flow_held(sel, hash, NULL);
 }
 
-int qps_txq_pick_flow_held(struct qps_txq_sel *sel, uint32_t hash,
+int qps_txq_pick_flow_slow(struct qps_txq_sel *sel, uint32_t hash,
 			   bool *held)
 {
+	return qps_txq_pick_flow_want(sel, hash, qps_txq_policy(sel, hash),
+				      held);
+}
+
+int qps_txq_pick_flow_want(struct qps_txq_sel *sel, uint32_t hash,
+			   uint32_t want, bool *held)
+{
 	_Atomic uint64_t *slot = &sel->flows[hash & sel->flow_mask];
-	uint32_t want = qps_txq_policy(sel, hash);
 	uint32_t cur;
 	uint64_t e;
 

@@ -210,6 +210,31 @@ static inline void qps_txq_count(struct qps_txq_sel *sel, enum qps_txq_ctr c)
 	qps_txq_count_slow(sel, c);
 }
 
+/* A flow entry: (qp + 1) << 32 | head; 0 is an empty entry, so a zeroed
+ * table is an empty one. */
+static inline uint64_t qps_txq_ent(uint32_t qp, uint32_t head)
+{
+	return (uint64_t)(qp + 1) << 32 | head;
+}
+
+static inline uint32_t qps_txq_ent_qp(uint64_t e)
+{
+	return (uint32_t)(e >> 32) - 1;	/* empty: UINT32_MAX, out of range */
+}
+
+static inline uint32_t qps_txq_ent_head(uint64_t e)
+{
+	return (uint32_t)e;
+}
+
+/* The hash policy's QP: the high bits of the hash, since the flow table's
+ * index uses the low ones. */
+static inline uint32_t qps_txq_policy_hash(const struct qps_txq_sel *sel,
+					   uint32_t hash)
+{
+	return (uint32_t)(((uint64_t)hash * sel->nqp) >> 32);
+}
+
 static inline void qps_txq_cache_init(struct qps_txq_cache *c)
 {
 	atomic_store_explicit(&c->qp, -1, memory_order_relaxed);
@@ -275,9 +300,34 @@ int qps_txq_pick_flow(struct qps_txq_sel *sel, uint32_t hash);
  * completed (a deferred move). Completions are counted when the caller
  * reaps them; a caller that can reap that QP now may do so and pick again
  * (the second pick counts as a new decision: a move, or another deferral).
+ * Every unconnected datagram asks, so the common case makes no call: the
+ * hash policy, and the flow on its QP already.
  */
-int qps_txq_pick_flow_held(struct qps_txq_sel *sel, uint32_t hash,
+int qps_txq_pick_flow_slow(struct qps_txq_sel *sel, uint32_t hash,
 			   bool *held);
+/* The decision once the policy said @want. */
+int qps_txq_pick_flow_want(struct qps_txq_sel *sel, uint32_t hash,
+			   uint32_t want, bool *held);
+
+static inline int qps_txq_pick_flow_held(struct qps_txq_sel *sel,
+					 uint32_t hash, bool *held)
+{
+	uint32_t want;
+	uint64_t e;
+
+	if (sel->policy != QPS_TXQ_POLICY_HASH)
+		return qps_txq_pick_flow_slow(sel, hash, held);
+	want = qps_txq_policy_hash(sel, hash);
+	qps_txq_count(sel, QPS_TXQ_CTR_COMPUTED);
+	/* Relaxed: as in qps_txq_pick_flow_want, which decides the rest. */
+	e = atomic_load_explicit(&sel->flows[hash & sel->flow_mask],
+				 memory_order_relaxed);
+	if (qps_txq_ent_qp(e) != want)
+		return qps_txq_pick_flow_want(sel, hash, want, held);
+	if (held)
+		*held = false;
+	return (int)want;
+}
 
 /* Record @head (from qps_txq_enqueue) as flow @hash's last packet on @qp:
  * 1 when the entry now holds @qp with a head at or after @head, 0 when it
