@@ -76,6 +76,7 @@ static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id,
 				 const struct qps_wc_ts *ts, uint32_t failed)
 {
 	uint32_t slot, pos, n, k;
+	bool stamps;
 
 	if (wr_id >= sq->ctx->tx_depth)
 		return 0;
@@ -87,13 +88,17 @@ static uint32_t qps_tx_reap_upto(struct qps_sq *sq, uint64_t wr_id,
 	    sq->posted[pos & sq->post_mask] != slot)
 		return 0;
 	n = pos - sq->post_tail + 1;
+	/* No slot carries QPS_TXM_TS before txts_on is set (txts.c sets it
+	 * first, and it stays set; the slot was written under this lock):
+	 * until then the loop need not read the slots' metadata. */
+	stamps = __atomic_load_n(&sq->ctx->txts_on, __ATOMIC_RELAXED);
 	for (k = 0; k < n; k++) {
 		uint32_t s = sq->posted[(sq->post_tail + k) & sq->post_mask];
 
 		/* The @failed newest did not go out: an error completion
 		 * fails its own WQE, not those before it (see
 		 * qps_tx_reap_locked). */
-		if (sq->meta[s].flags & QPS_TXM_TS)
+		if (stamps && (sq->meta[s].flags & QPS_TXM_TS))
 			qps_txts_done(sq, &sq->meta[s], ts,
 				      n - k <= failed);
 		sq->free[sq->nfree++] = s;
