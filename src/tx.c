@@ -34,7 +34,8 @@
  * marked hot costs more (the callee-saved registers of a large function
  * each way) than their bodies do on a small datagram, so they are inlined
  * into their callers whatever LTO decides. The rare branches are kept out
- * of line instead, so that the hot path has the registers to itself. */
+ * of line instead, so that the hot path has the registers to itself, and
+ * so is the build of a frame without the template (qps_tx_one_build). */
 #define QPS_TX_HOT static inline __attribute__((always_inline))
 #define QPS_TX_COLD static __attribute__((noinline, cold))
 
@@ -1020,8 +1021,9 @@ qps_tx_one_frags(struct qps_ep *ep, struct qps_tx_run *r,
 
 /* The frame in @slot, for a transport that does not use the template: UD,
  * or a device that does not sum it (@mac: the next hop). Returns its
- * length or -errno. */
-QPS_TX_COLD int
+ * length or -errno. Out of line, but not cold: without offload (the
+ * packet provider) it is every datagram's. */
+static __attribute__((noinline)) int
 qps_tx_one_build(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 		 const struct sockaddr_in *to, const uint8_t mac[6],
 		 const void *buf, size_t len)
