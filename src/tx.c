@@ -33,10 +33,14 @@
 /* The datagram path is a chain of calls; a call between the functions
  * marked hot costs more (the callee-saved registers of a large function
  * each way) than their bodies do on a small datagram, so they are inlined
- * into their callers whatever LTO decides. The rare branches are kept out
- * of line instead, so that the hot path has the registers to itself, and
- * so is the build of a frame without the template (qps_tx_one_build). */
+ * into their callers whatever LTO decides. The branches a bypassed
+ * datagram under its queue's template does not take are kept out of line
+ * instead, so that the hot path has the registers to itself: cold when
+ * rare, else only apart, since for some senders they are every datagram
+ * (a template rebuilt by a sender that changes destination, a build
+ * without offload). */
 #define QPS_TX_HOT static inline __attribute__((always_inline))
+#define QPS_TX_APART static __attribute__((noinline))
 #define QPS_TX_COLD static __attribute__((noinline, cold))
 
 /* Its address tells the band owner whether it posts its own frame. */
@@ -818,9 +822,9 @@ static bool qps_tx_tmpl_fits(const struct qps_ep *ep, const struct qps_sq *sq,
 	       sq->tmpl.tos == __atomic_load_n(&ep->tos, __ATOMIC_RELAXED);
 }
 
-QPS_TX_COLD int qps_tx_tmpl_build_locked(struct qps_ep *ep, struct qps_sq *sq,
-					 const struct sockaddr_in *to,
-					 bool peer, uint64_t gen)
+QPS_TX_APART int qps_tx_tmpl_build_locked(struct qps_ep *ep, struct qps_sq *sq,
+					  const struct sockaddr_in *to,
+					  bool peer, uint64_t gen)
 {
 	struct qps_frame_hdr h;
 	int ret;
@@ -1021,9 +1025,8 @@ qps_tx_one_frags(struct qps_ep *ep, struct qps_tx_run *r,
 
 /* The frame in @slot, for a transport that does not use the template: UD,
  * or a device that does not sum it (@mac: the next hop). Returns its
- * length or -errno. Out of line, but not cold: without offload (the
- * packet provider) it is every datagram's. */
-static __attribute__((noinline)) int
+ * length or -errno. */
+QPS_TX_APART int
 qps_tx_one_build(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 		 const struct sockaddr_in *to, const uint8_t mac[6],
 		 const void *buf, size_t len)
@@ -1043,8 +1046,10 @@ qps_tx_one_build(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 }
 
 /* A built slot that is not bypassed: to the bands, without sq->lock,
- * which the owner's post takes (@bypass < 0: the transmitter, taken but
- * not to be bypassed, is given back first). */
+ * which the owner's post takes, nor the transmitter (@bypass < 0: taken
+ * for this datagram but not to be bypassed). Cold although a contended
+ * sender comes here for every datagram: the ring and the owner's drain
+ * cost it more than this code, and the bypass is laid out first. */
 QPS_TX_COLD int
 qps_tx_one_band(struct qps_ep *ep, struct qps_tx_run *r, uint32_t slot,
 		const struct qps_tx_frame *pieces, size_t len,
@@ -1054,15 +1059,9 @@ qps_tx_one_band(struct qps_ep *ep, struct qps_tx_run *r, uint32_t slot,
 
 	if (pieces)
 		qps_tx_flatten(sq, slot, pieces);
-	if (r->owner) {
-		qps_tx_run_unlock(r);
-	} else {
-		qps_mutex_unlock(&sq->lock);
-		r->sq = NULL;
-		if (bypass < 0)
-			qps_prio_bypass_end(sq->prio, qps_prio_band(prio),
-					    false);
-	}
+	qps_tx_run_unlock(r);
+	if (bypass < 0)
+		qps_prio_bypass_end(sq->prio, qps_prio_band(prio), false);
 	return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len, prio,
 			   dontwait, true);
 }
