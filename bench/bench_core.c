@@ -364,29 +364,27 @@ static int bc_floor_b32(struct bc_run *r)
 }
 
 /* bc_floor for a burst, each WQE written inside its own round of what a
- * bypassed QPS_MSG_MORE send takes and gives back: sq->lock and the
- * bands' transmitter. Over device_floor_b32, that is what those four
- * locked read-modify-writes cost per datagram. */
+ * bypassed QPS_MSG_MORE send takes and gives back: sq->lock, and the
+ * look at the bands' transmitter. Over device_floor_b32, that is what
+ * the lock's two locked read-modify-writes cost per datagram. */
 static int bc_floor_b32_locks(struct bc_run *r)
 {
 	struct qps_ctx *ctx = r->ctx;
 	struct qps_sq *sq = &ctx->sq[0];
 	struct ibv_wc wc[4];
 	unsigned int i;
-	int ret = 0, got = 0, own;
+	int ret = 0, got = 0;
 
 	for (i = 0; i < BC_BATCH && ret == 0; i++) {
 		bool last = i + 1 == BC_BATCH;
 
 		qps_mutex_lock(&sq->lock);
-		own = qps_prio_bypass_begin(sq->prio);
-		/* Nobody else sends on this queue: the transmitter is free. */
-		ret = own > 0 ? bc_floor_write(r, sq, i, last) : -EBUSY;
+		/* Nobody else sends on this queue: the bands are idle. */
+		ret = qps_prio_bypass_locked(sq->prio) ?
+		      bc_floor_write(r, sq, i, last) : -EBUSY;
 		if (last || ret < 0)
 			got = bc_floor_reap(r, sq, wc);
 		qps_mutex_unlock(&sq->lock);
-		if (own)
-			qps_prio_bypass_end(sq->prio, 0, own > 0);
 	}
 	return bc_floor_result(ret, got, wc, BC_BATCH);
 }

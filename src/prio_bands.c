@@ -499,6 +499,8 @@ int qps_prio_stats(const struct qps_prio *b, struct qps_prio_stats *st)
 				&r->cells[(c + i) & r->mask].aux,
 				memory_order_relaxed);
 		bs->bypassed = atomic_load_explicit(&b->bypassed[band],
+						    memory_order_relaxed) +
+			       atomic_load_explicit(&b->bypassed_locked[band],
 						    memory_order_relaxed);
 		bs->drops = atomic_load_explicit(&b->drops[band],
 						 memory_order_relaxed);

@@ -127,6 +127,11 @@ struct qps_prio {
 	_Atomic uint64_t linger_hits;
 	_Atomic int last_err;
 
+	/* Written by the holder of the post callback's lock, one at a time
+	 * (qps_prio_bypass_locked()); not on the owner's line, since the
+	 * two are often different threads. */
+	alignas(QPS_MPSC_GUARD) _Atomic uint64_t bypassed_locked[QPS_PRIO_BANDS];
+
 	/* Producers, only when a band is full (cold: atomic add). */
 	alignas(QPS_MPSC_GUARD) _Atomic uint64_t drops[QPS_PRIO_BANDS];
 };
@@ -158,16 +163,14 @@ static inline void qps_prio_add(_Atomic uint64_t *c, uint64_t v)
 			      memory_order_relaxed);
 }
 
-/* Gives back the transmitter taken for a bypass (qps_prio_send(),
- * qps_prio_bypass_begin()), draining what producers queued meanwhile
- * (they flagged MISSED). */
-static inline void qps_prio_bypass_end(struct qps_prio *b, unsigned int band,
-				       bool posted)
+/* Gives back the transmitter taken for qps_prio_send()'s bypass of an
+ * item in @band, draining what producers queued meanwhile (they flagged
+ * MISSED). */
+static inline void qps_prio_bypass_end(struct qps_prio *b, unsigned int band)
 {
 	uint32_t s = QPS_PRIO_OWNER;
 
-	if (posted)
-		qps_prio_add(&b->bypassed[band], 1);
+	qps_prio_add(&b->bypassed[band], 1);
 	/* Release side: pairs with the next owner's take; fails if a
 	 * producer queued meanwhile (MISSED), which is then drained. */
 	if (!b->release_hook &&
@@ -204,7 +207,7 @@ static inline int qps_prio_send(struct qps_prio *b, void *item,
 		    !atomic_load_explicit(&b->backlog, memory_order_relaxed)) {
 			ret = b->post(b->arg, &item, 1, false);
 			if (ret >= 1) {
-				qps_prio_bypass_end(b, band, true);
+				qps_prio_bypass_end(b, band);
 				return 0;
 			}
 			qps_prio_slow_refused(b, ret);
@@ -219,63 +222,36 @@ static inline int qps_prio_send(struct qps_prio *b, void *item,
 }
 
 /*
- * The bypass of qps_prio_send() for a producer that already holds what
- * the post callback takes itself (tx.c: the send queue's lock, under
- * which it built the item): it posts its item itself, saving the
- * callback's second round trip on that lock. Returns 1 when the caller
- * now owns the transmitter and may bypass: it posts the item, drops its
- * lock, then calls qps_prio_bypass_end(@posted true). 0: not now, send
- * through qps_prio_enqueue() as usual. -1: owned, but not to be bypassed
- * after all: drop the lock, qps_prio_bypass_end(@posted false), then send
- * as usual.
+ * The bypass of a producer that holds the lock every post is made under
+ * (tx.c: sq->lock, which the post callback takes, and under which it
+ * built its item): whether it may post its item itself, now, without the
+ * owner word. Yes when no owner runs, the last one left nothing of
+ * finished sends queued (backlog) and nothing paused the bands. An owner
+ * that takes the word after this look posts under that lock, so after
+ * the caller; a producer that queued behind an owner keeps the word
+ * nonzero until a drain went past its item, whose owner recorded backlog
+ * if it stopped short. So no finished send is overtaken, as with the
+ * word taken (docs/prio_queues.md, "Bypass under the producer's own
+ * lock"). Count each item so posted with qps_prio_bypass_locked_count().
  */
-static inline int qps_prio_bypass_begin(struct qps_prio *b)
+static inline bool qps_prio_bypass_locked(struct qps_prio *b)
 {
-	uint32_t s = 0;
-
-	/* A hint before owning (written by owners): a stale "no" is checked
-	 * again below, a stale "yes" costs only this fast path. */
-	if (atomic_load_explicit(&b->paused, memory_order_relaxed) ||
-	    atomic_load_explicit(&b->backlog, memory_order_relaxed) ||
-	    atomic_load_explicit(&b->state, memory_order_relaxed))
-		return 0;
-	/* Acquire side: pairs with the release in qps_prio_release()
-	 * (prio_bands.c) of the previous owner, as in qps_prio_send(). */
-	if (!atomic_compare_exchange_strong_explicit(&b->state, &s,
-						     QPS_PRIO_OWNER,
-						     memory_order_seq_cst,
-						     memory_order_relaxed))
-		return 0;
-	/* Relaxed: written under the owner word, which ordered them for us. */
-	if (atomic_load_explicit(&b->paused, memory_order_relaxed) ||
-	    atomic_load_explicit(&b->backlog, memory_order_relaxed))
-		return -1;
-	return 1;
-}
-
-/*
- * For the owner of a bypass (qps_prio_bypass_begin() returned 1) that
- * still holds the callback's lock and has another item: whether it may
- * post that one directly too, keeping the transmitter. Only while no
- * producer queued behind it (no MISSED) and nothing paused it: else it
- * gives the transmitter back (qps_prio_bypass_end(), which drains what
- * was queued, in band order) and sends as usual. A producer that queues
- * just after this look is drained by that bypass_end, as it would be
- * after a single bypass. Relaxed: a hint; bypass_end's exchange decides.
- * The item kept is counted with qps_prio_bypass_count().
- */
-static inline bool qps_prio_bypass_again(struct qps_prio *b)
-{
-	return atomic_load_explicit(&b->state, memory_order_relaxed) ==
-	       QPS_PRIO_OWNER &&
+	/* Acquire: pairs with the release in qps_prio_release() of the last
+	 * owner, so its backlog store below is seen. */
+	if (atomic_load_explicit(&b->state, memory_order_acquire))
+		return false;
+	/* Relaxed: backlog is ordered by the acquire above; paused is a
+	 * test hook, set by the thread that then sends. */
+	return !atomic_load_explicit(&b->backlog, memory_order_relaxed) &&
 	       !atomic_load_explicit(&b->paused, memory_order_relaxed);
 }
 
-/* One more item posted by the bypass owner in @band (not its last, which
- * qps_prio_bypass_end() counts). */
-static inline void qps_prio_bypass_count(struct qps_prio *b, unsigned int band)
+/* One item posted by qps_prio_bypass_locked()'s caller, in @band. Under
+ * that lock: its holders are this counter's writers, one at a time. */
+static inline void qps_prio_bypass_locked_count(struct qps_prio *b,
+						unsigned int band)
 {
-	qps_prio_add(&b->bypassed[band], 1);
+	qps_prio_add(&b->bypassed_locked[band], 1);
 }
 
 /*

@@ -525,42 +525,15 @@ struct qps_tx_run {
 	struct qps_sq *sq;	/* locked, or NULL */
 	uint64_t touched;	/* bit q: send queue q was held */
 	struct qps_tx_wait wait;	/* the call's wait for room */
-	/* The transmitter of sq's bands, taken for a bypass and kept, with
-	 * sq->lock, for the call's next datagram (qps_tx_one): a batch
-	 * pays for the lock and the transmitter once. @band: that of the
-	 * last datagram posted, which qps_prio_bypass_end() counts. */
-	bool owner;
-	unsigned int band;
 };
 
-/* Let go of the queue held, and of its transmitter: after the lock,
- * since what producers queued meanwhile is drained through the post
- * callback, which takes it. */
+/* Let go of the queue held. */
 static void qps_tx_run_unlock(struct qps_tx_run *r)
 {
-	struct qps_sq *sq = r->sq;
-
-	if (!sq)
+	if (!r->sq)
 		return;
-	qps_mutex_unlock(&sq->lock);
+	qps_mutex_unlock(&r->sq->lock);
 	r->sq = NULL;
-	if (r->owner) {
-		r->owner = false;
-		qps_prio_bypass_end(sq->prio, r->band, true);
-	}
-}
-
-/* Keep the queue, give its transmitter back: before a wait or a send
- * through the bands, which must not find it taken by their own thread. */
-static void qps_tx_run_disown(struct qps_tx_run *r)
-{
-	struct qps_sq *sq = r->sq;
-
-	if (!r->owner)
-		return;
-	qps_tx_run_unlock(r);
-	qps_mutex_lock(&sq->lock);
-	r->sq = sq;
 }
 
 /* Inlined with the check below: a single send comes here once per call,
@@ -1008,7 +981,6 @@ qps_tx_one_frags(struct qps_ep *ep, struct qps_tx_run *r,
 	struct qps_frame_hdr h;
 
 	memset(&h, 0, sizeof(h));
-	qps_tx_run_disown(r);
 	if (ctx->csum_offload) {
 		int ret = qps_tx_dst_mac_locked(ep, sq, to, peer, gen,
 						h.dst_mac);
@@ -1046,22 +1018,19 @@ qps_tx_one_build(struct qps_ep *ep, struct qps_sq *sq, uint32_t slot,
 }
 
 /* A built slot that is not bypassed: to the bands, without sq->lock,
- * which the owner's post takes, nor the transmitter (@bypass < 0: taken
- * for this datagram but not to be bypassed). Cold although a contended
- * sender comes here for every datagram: the ring and the owner's drain
- * cost it more than this code, and the bypass is laid out first. */
+ * which the owner's post takes. Cold although a contended sender comes
+ * here for every datagram: the ring and the owner's drain cost it more
+ * than this code, and the bypass is laid out first. */
 QPS_TX_COLD int
 qps_tx_one_band(struct qps_ep *ep, struct qps_tx_run *r, uint32_t slot,
 		const struct qps_tx_frame *pieces, size_t len,
-		unsigned int prio, bool dontwait, int bypass)
+		unsigned int prio, bool dontwait)
 {
 	struct qps_sq *sq = r->sq;
 
 	if (pieces)
 		qps_tx_flatten(sq, slot, pieces);
 	qps_tx_run_unlock(r);
-	if (bypass < 0)
-		qps_prio_bypass_end(sq->prio, qps_prio_band(prio), false);
 	return qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)len, prio,
 			   dontwait, true);
 }
@@ -1100,7 +1069,7 @@ QPS_TX_HOT int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	 * meanwhile. */
 	bool tmpl = !ctx->ud && ctx->csum_offload, fits;
 	uint64_t gen;
-	int ret, bypass;
+	int ret;
 
 	gen = qps_route_gen(ctx);
 	if (!dst) {
@@ -1130,9 +1099,6 @@ QPS_TX_HOT int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (qps_tx_room_locked(sq)) {
 		ret = qps_tx_slot_take_locked(sq, &slot);
 	} else {
-		/* No waiting for room with the transmitter taken: the bands
-		 * would stall behind us. */
-		qps_tx_run_disown(r);
 		ret = qps_tx_slot_get_locked(&r->wait, sq, dontwait, &slot);
 		fits = false;
 	}
@@ -1178,26 +1144,14 @@ QPS_TX_HOT int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	ep->sb->tx_bytes += len;
 	ep->sb->txq = (int32_t)sq->idx;
 	/* Bands empty and no transmitter: post it as the owner would, under
-	 * the lock we hold, and keep both for the call's next datagram
-	 * (qps_tx_run_unlock gives them back). Holding the transmitter of
-	 * this call's previous datagram: go on while nobody queued. */
-	if (r->owner) {
-		if (!qps_prio_bypass_again(sq->prio))
-			return qps_tx_one_band(ep, r, slot,
-					       flat ? NULL : &pieces, len,
-					       prio, dontwait, 0);
-		qps_prio_bypass_count(sq->prio, r->band);
-		bypass = 1;
-	} else {
-		bypass = qps_prio_bypass_begin(sq->prio);
-	}
-	if (bypass <= 0)
+	 * the lock we hold, which every post takes (prio_bands.h), and keep
+	 * the lock for the call's next datagram, which looks again. */
+	if (!qps_prio_bypass_locked(sq->prio))
 		return qps_tx_one_band(ep, r, slot, flat ? NULL : &pieces, len,
-				       prio, dontwait, bypass);
+				       prio, dontwait);
 	item = (void *)((uintptr_t)slot + 1);
 	qps_tx_post_burst_locked(sq, &item, 1, false, flat ? NULL : &pieces);
-	r->owner = true;
-	r->band = qps_prio_band(prio);
+	qps_prio_bypass_locked_count(sq->prio, qps_prio_band(prio));
 	return 0;
 }
 

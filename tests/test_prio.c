@@ -589,6 +589,57 @@ static void test_no_bypass_past_queued(void)
 	qps_prio_destroy(b);
 }
 
+/* The look of a producer holding the post callback's lock: yes only
+ * while no owner runs, nothing of finished sends is left queued and the
+ * bands are not paused; what it posts counts as bypassed. */
+static bool locked_look;
+
+static void look_hook(void *arg)
+{
+	locked_look = qps_prio_bypass_locked(arg);
+}
+
+static void test_bypass_locked(void)
+{
+	static struct sink s;
+	struct qps_prio_stats st;
+	struct qps_prio *b;
+
+	sink_reset(&s);
+	b = mk_bands(&s, 16, 0);
+	CU_ASSERT_FATAL(b != NULL);
+	CU_ASSERT(qps_prio_bypass_locked(b));
+	qps_prio_bypass_locked_count(b, 2);
+	qps_prio_bypass_locked_count(b, 2);
+	qps_prio_stats(b, &st);
+	EQ(st.band[2].bypassed, 2);
+	EQ(st.band[0].bypassed + st.band[1].bypassed, 0);
+
+	/* An item of a finished send left queued (QP full): backlog. */
+	s.budget = 0;
+	EQ(qps_prio_enqueue(b, mk(0, 0, 1), 0, 1), 0);
+	EQ(qps_prio_pending(b), 1);
+	CU_ASSERT(!qps_prio_bypass_locked(b));
+	s.budget = -1;
+	EQ(qps_prio_kick(b), 1);
+	CU_ASSERT(qps_prio_bypass_locked(b));
+
+	EQ(qps_prio_pause(b), 0);
+	CU_ASSERT(!qps_prio_bypass_locked(b));
+	EQ(qps_prio_resume(b), 0);
+	CU_ASSERT(qps_prio_bypass_locked(b));
+
+	/* The word held: the hook runs in an owner before it releases. */
+	locked_look = true;
+	qps_prio_set_release_hook(b, look_hook, b);
+	EQ(qps_prio_enqueue(b, mk(0, 0, 2), 0, 1), 0);
+	CU_ASSERT(!locked_look);
+	qps_prio_set_release_hook(b, NULL, NULL);
+	CU_ASSERT(qps_prio_bypass_locked(b));
+	EQ(s.nlog, 2);
+	qps_prio_destroy(b);
+}
+
 /* A producer descheduled between claim and publish: alone in its band it
  * is a send in progress and does not stop others' bypass; with items
  * queued behind it, those may be finished sends, so no bypass until they
@@ -1238,6 +1289,7 @@ static CU_TestInfo tests[] = {
 	  test_pause_after_more },
 	{ "bands: no bypass past queued items", test_no_bypass_past_queued },
 	{ "bands: unpublished claim and bypass", test_unpublished_claim },
+	{ "bands: bypass under the post's lock", test_bypass_locked },
 	{ "bands: partial post and errors keep items", test_post_failure },
 	{ "bands: full band and counters", test_full_band },
 	{ "bands: bounded wait", test_enqueue_wait },
