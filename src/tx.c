@@ -1155,16 +1155,6 @@ QPS_TX_HOT int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	return 0;
 }
 
-/* qps_tx_one for the single sends, which share this copy; qps_sendmmsg's
- * loop has its own. */
-static __attribute__((noinline)) int
-qps_tx_one_call(struct qps_ep *ep, struct qps_tx_run *r, const void *buf,
-		size_t len, const struct sockaddr_in *dst, unsigned int prio,
-		bool dontwait, bool more, struct sockaddr_in *sent_to)
-{
-	return qps_tx_one(ep, r, buf, len, dst, prio, dontwait, more, sent_to);
-}
-
 QPS_TX_HOT ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf,
 				   size_t len, int flags,
 				   const struct sockaddr_in *dst)
@@ -1183,10 +1173,8 @@ QPS_TX_HOT ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf,
 	ret = qps_ep_autobind(ep);
 	if (ret < 0)
 		return ret;
-	ret = qps_tx_one_call(ep, &run, buf, len, dst,
-			      (unsigned int)ep->priority,
-			      ep->nonblock || (flags & QPS_MSG_DONTWAIT), more,
-			      &to);
+	ret = qps_tx_one(ep, &run, buf, len, dst, (unsigned int)ep->priority,
+			 ep->nonblock || (flags & QPS_MSG_DONTWAIT), more, &to);
 	end = qps_tx_run_end(&run, more);
 	if (ret == 0 && IN_MULTICAST(ntohl(to.sin_addr.s_addr)))
 		qps_mc_loop(ep, &to, buf, len);
