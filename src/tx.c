@@ -560,21 +560,12 @@ static inline void qps_tx_run_lock(struct qps_tx_run *r, uint32_t q)
 		qps_tx_run_switch(r, q);
 }
 
-/* The end of a send call: every queue it held rings now or (@more) arms
- * the bounded delay. Returns the first error. */
-static int qps_tx_run_end(struct qps_tx_run *r, bool more)
+/* The queues in @left that a call held before the one it ends with: each
+ * rings now or (@more) arms the bounded delay. Returns the first error,
+ * @ret if none. */
+QPS_TX_APART int qps_tx_run_end_others(struct qps_tx_run *r, uint64_t left,
+				       bool more, int ret)
 {
-	uint64_t left = r->touched;
-	int ret = 0;
-
-	if (r->sq) {
-		/* Armed already: what qps_db_defer_locked would find. */
-		if (!more ||
-		    !__atomic_load_n(&r->sq->db_armed, __ATOMIC_RELAXED))
-			ret = qps_tx_end_locked(r->sq, more);
-		left &= ~(1ull << r->sq->idx);
-		qps_tx_run_unlock(r);
-	}
 	while (left) {
 		uint32_t q = (uint32_t)__builtin_ctzll(left);
 		struct qps_sq *sq = &r->ctx->sq[q];
@@ -600,6 +591,27 @@ static int qps_tx_run_end(struct qps_tx_run *r, bool more)
 		if (err < 0 && ret >= 0)
 			ret = err;
 	}
+	return ret;
+}
+
+/* The end of a send call: every queue it held rings now or (@more) arms
+ * the bounded delay. Returns the first error. Inlined: most calls held
+ * one queue, which they hold still. */
+QPS_TX_HOT int qps_tx_run_end(struct qps_tx_run *r, bool more)
+{
+	uint64_t left = r->touched;
+	int ret = 0;
+
+	if (r->sq) {
+		/* Armed already: what qps_db_defer_locked would find. */
+		if (!more ||
+		    !__atomic_load_n(&r->sq->db_armed, __ATOMIC_RELAXED))
+			ret = qps_tx_end_locked(r->sq, more);
+		left &= ~(1ull << r->sq->idx);
+		qps_tx_run_unlock(r);
+	}
+	if (left)
+		ret = qps_tx_run_end_others(r, left, more, ret);
 	qps_tx_wait_end(&r->wait);
 	return ret;
 }
