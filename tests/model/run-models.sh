@@ -114,12 +114,19 @@ done
 # Owner hand-off.
 check prio_owner "$own_b" safety pass
 check prio_owner "$own_b" ltl pass
-check prio_owner "-DNPROD=3 -DNITEMS=1 -DCAP=2" safety pass
+# With one item per producer no send has a previous one of its own: this
+# run checks every producer's finished sends (ORDER_ALL), and the mutant
+# after the loop shows that it can fail.
+check prio_owner "-DNPROD=3 -DNITEMS=1 -DCAP=2 -DORDER_ALL" safety pass \
+	"-DCOLLAPSE"
 for m in MUT_NO_MISSED_RECHECK MUT_SKIP_RELEASE_PUBLISH MUT_PLAIN_FLAG \
-	 MUT_PLAIN_TAKE MUT_RELAXED_BACKLOG REACH_SKIP REACH_REDRAIN REACH_KICK_RUN REACH_BYPASS \
-	 REACH_LINGER_HIT; do
+	 MUT_PLAIN_TAKE MUT_RELAXED_BACKLOG MUT_LOCKED_NO_STATE \
+	 MUT_LOCKED_NO_BACKLOG REACH_SKIP REACH_REDRAIN REACH_KICK_RUN \
+	 REACH_BYPASS REACH_LINGER_HIT REACH_LOCKED_BYPASS; do
 	check prio_owner "$own_b -D$m" safety fail
 done
+check prio_owner "-DNPROD=3 -DNITEMS=1 -DCAP=2 -DORDER_ALL -DMUT_LOCKED_NO_BACKLOG" \
+	safety fail
 
 # Three producers with two items each do not fit the hand-off model in
 # 6 GB; it gets more stalls (kicks) and a larger ring instead.
@@ -131,6 +138,8 @@ if ((full)); then
 	check prio_owner "-DNPROD=2 -DNITEMS=2 -DCAP=4" safety pass \
 		"-DCOLLAPSE -O2"
 	check prio_owner "-DNPROD=2 -DNITEMS=2 -DCAP=2 -DMAXSTALL=2" safety \
+		pass "-DCOLLAPSE -O2"
+	check prio_owner "-DNPROD=2 -DNITEMS=2 -DCAP=2 -DORDER_ALL" safety \
 		pass "-DCOLLAPSE -O2"
 fi
 
