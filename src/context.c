@@ -168,6 +168,29 @@ static int qps_ctx_busy_poll(struct qps_ctx *ctx,
 	return 0;
 }
 
+/* attr, else $QPS_THREAD_MODE, else multi; single only where the
+ * asymmetric lock can work (alock.h), multi otherwise. */
+static int qps_ctx_thread_mode(struct qps_ctx *ctx,
+			       const struct qps_ctx_attr *attr)
+{
+	uint32_t mode = QPS_THREAD_MODE_MULTI;
+	const char *env = getenv("QPS_THREAD_MODE");
+
+	if (attr && (attr->comp_mask & QPS_CTX_ATTR_THREAD_MODE)) {
+		mode = attr->thread_mode;
+	} else if (env && *env) {
+		if (!strcmp(env, "single"))
+			mode = QPS_THREAD_MODE_SINGLE;
+		else if (strcmp(env, "multi") != 0)
+			return -EINVAL;
+	}
+	if (mode > QPS_THREAD_MODE_SINGLE)
+		return -EINVAL;
+	ctx->single_thread = mode == QPS_THREAD_MODE_SINGLE &&
+			     qps_alock_asym_available();
+	return 0;
+}
+
 /* IPv4 reassembly limits (ipfrag.c), the kernel's sysctl defaults. */
 static int qps_ctx_ipfrag(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 {
@@ -439,6 +462,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 		ret = qps_ctx_db_delay(ctx, attr);
 	if (!ret)
 		ret = qps_ctx_busy_poll(ctx, attr);
+	if (!ret)
+		ret = qps_ctx_thread_mode(ctx, attr);
 	if (!ret)
 		ret = qps_ctx_ipfrag(ctx, attr);
 	if (!ret)

@@ -106,14 +106,14 @@ static uint64_t qps_db_check_sq(struct qps_sq *sq, uint64_t delay)
 	since = __atomic_load_n(&sq->db_since, __ATOMIC_RELAXED);
 	if (now - since < delay)
 		return since + delay;
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock_lib(&sq->lock);
 	/* Decided under the lock: a send may have rung or re-armed. */
 	since = __atomic_load_n(&sq->db_since, __ATOMIC_RELAXED);
 	now = qps_now_ns();
 	if (__atomic_load_n(&sq->db_armed, __ATOMIC_RELAXED) &&
 	    now - since >= delay)
 		qps_db_ring_locked(sq, QPS_TXF_TIMER);
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock_lib(&sq->lock);
 	return now + delay;
 }
 
@@ -311,9 +311,9 @@ int qps_ctx_flush(struct qps_ctx *ctx)
 	if (ret < 0)
 		return ret;
 	for (i = 0; i < ctx->nsq; i++) {
-		qps_mutex_lock(&ctx->sq[i].lock);
+		qps_alock_lock(&ctx->sq[i].lock);
 		ret = qps_db_ring_locked(&ctx->sq[i], QPS_TXF_EXPLICIT);
-		qps_mutex_unlock(&ctx->sq[i].lock);
+		qps_alock_unlock(&ctx->sq[i].lock);
 		if (ret < 0 && !err)
 			err = ret;
 		else if (ret > 0)

@@ -37,7 +37,8 @@
 			  QPS_CTX_ATTR_NUM_TXQ | QPS_CTX_ATTR_TXQ_POLICY | \
 			  QPS_CTX_ATTR_TXQ_FLOWS | QPS_CTX_ATTR_TX_SIGNAL | \
 			  QPS_CTX_ATTR_TRANSPORT | QPS_CTX_ATTR_BUSY_POLL | \
-			  QPS_CTX_ATTR_STATS | QPS_CTX_ATTR_IPFRAG)
+			  QPS_CTX_ATTR_STATS | QPS_CTX_ATTR_IPFRAG | \
+			  QPS_CTX_ATTR_THREAD_MODE)
 
 #ifndef container_of
 #define container_of(ptr, type, member) \
@@ -154,6 +155,9 @@ struct qps_ctx {
 	 * and checks those received (QPS_DEV_CAP_CSUM, raw transport,
 	 * unless $QPS_CSUM_OFFLOAD is off). */
 	bool csum_offload;
+	/* QPS_THREAD_MODE_SINGLE, and membarrier works: the send queues'
+	 * locks are asymmetric (alock.h). */
+	bool single_thread;
 	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
 	uint32_t busy_poll_us;		/* endpoints' QPS_OPT_BUSY_POLL */
 	uint32_t ipfrag_mem;		/* reassembly cap, bytes (ipfrag.h) */

@@ -46,7 +46,7 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	sq->idx = idx;
 	sq->path = ctx->tx_ops;
 	sq->st = &ctx->stat.sq[idx];
-	qps_mutex_init(&sq->lock);
+	qps_alock_init(&sq->lock, ctx->single_thread);
 	ret = ctx->ops->create_cq(ctx->dev, (int)ctx->tx_depth, &sq->cq);
 	if (ret < 0)
 		return ret;
@@ -189,7 +189,7 @@ void qps_sq_lock_all(struct qps_ctx *ctx)
 	uint32_t i;
 
 	for (i = 0; i < ctx->nsq; i++)
-		qps_mutex_lock(&ctx->sq[i].lock);
+		qps_alock_lock(&ctx->sq[i].lock);
 }
 
 /* What was done under every lock may have changed what a queue's header
@@ -200,6 +200,6 @@ void qps_sq_unlock_all(struct qps_ctx *ctx)
 
 	while (i--) {
 		ctx->sq[i].tmpl.ep = NULL;
-		qps_mutex_unlock(&ctx->sq[i].lock);
+		qps_alock_unlock(&ctx->sq[i].lock);
 	}
 }

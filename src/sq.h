@@ -7,14 +7,16 @@
  * 0's QP is also the context's receive QP (the steering rules target it);
  * the others only send.
  *
- * Locking, for now: sq->lock guards every field below it, the posting side
+ * Locking: sq->lock guards every field below it, the posting side
  * (slots, WQEs, doorbell) and the completion side (reaping) alike, so the
  * txq_select counters of this QP (enqueued: posting side; completed:
  * completion side) each have one writer at a time. Operations on the whole
  * context (connect, close, destroy, stats) take the locks one by one, or
  * all of them in index order (qps_sq_lock_all; the whole lock order is at
  * struct qps_ctx, qps_int.h). A sender holds one send queue's lock at a
- * time.
+ * time. The application's threads take it with qps_alock_lock, qpsock's
+ * own threads (the flusher) with qps_alock_lock_lib: in a single-threaded
+ * context only the latter pay an atomic (alock.h).
  *
  * Priority bands: a sender builds its frame under sq->lock, releases it
  * and hands the slot to sq->prio lock-free; the band owner's post callback
@@ -30,7 +32,7 @@
 #include <stdint.h>
 
 #include "frames.h"
-#include "mutex.h"
+#include "alock.h"
 #include "prio_bands.h"
 #include "qps_int.h"
 #include "sq_mlx4.h"
@@ -78,7 +80,7 @@ struct qps_sq {
 	 * callback (tx.c qps_tx_prio_post). */
 	struct qps_prio *prio;
 
-	struct qps_mutex lock;
+	struct qps_alock lock;
 	uint32_t *free;			/* stack of free slot indexes */
 	struct qps_tx_meta *meta;	/* per slot: see struct qps_tx_meta */
 	struct qps_ud_dest *ud_dest;	/* per slot, UD transport only (ud.h) */

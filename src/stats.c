@@ -31,9 +31,9 @@ int qps_ctx_stats(struct qps_ctx *ctx, struct qps_stats *st, size_t size)
 	for (i = 0; i < ctx->nsq; i++) {
 		struct qps_sq_stats s;
 
-		qps_mutex_lock(&ctx->sq[i].lock);
+		qps_alock_lock(&ctx->sq[i].lock);
 		s = *ctx->sq[i].st;
-		qps_mutex_unlock(&ctx->sq[i].lock);
+		qps_alock_unlock(&ctx->sq[i].lock);
 		qps_stat_sq_fold(&s, &all);
 	}
 	memset(&m, 0, sizeof(m));

@@ -254,11 +254,11 @@ static int qps_tx_poll_some(struct qps_ctx *ctx, enum qps_txf cause,
 
 		if (skip_idle && qps_tx_idle_hint(sq))
 			continue;
-		qps_mutex_lock(&sq->lock);
+		qps_alock_lock(&sq->lock);
 		qps_db_ring_locked(sq, cause);
 		ret = qps_tx_reap_locked(sq);
 		qps_qp_recover_locked(sq);
-		qps_mutex_unlock(&sq->lock);
+		qps_alock_unlock(&sq->lock);
 		if (ret < 0 && !err)
 			err = ret;
 		else if (ret > 0)
@@ -425,9 +425,9 @@ int qps_tx_prio_post(void *arg, void **items, unsigned int n, bool more)
 {
 	struct qps_sq *sq = arg;
 
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	qps_tx_post_burst_locked(sq, items, n, more, NULL);
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 	return (int)n;
 }
 
@@ -464,9 +464,9 @@ static int qps_tx_slot_get_locked(struct qps_tx_wait *w, struct qps_sq *sq,
 			break;
 		if (dontwait)
 			return -EAGAIN;
-		qps_mutex_unlock(&sq->lock);
+		qps_alock_unlock(&sq->lock);
 		ret = qps_tx_wait_room(w, sq);
-		qps_mutex_lock(&sq->lock);
+		qps_alock_lock(&sq->lock);
 		if (ret < 0)
 			return ret;
 	}
@@ -532,7 +532,7 @@ static void qps_tx_run_unlock(struct qps_tx_run *r)
 {
 	if (!r->sq)
 		return;
-	qps_mutex_unlock(&r->sq->lock);
+	qps_alock_unlock(&r->sq->lock);
 	r->sq = NULL;
 }
 
@@ -545,7 +545,7 @@ QPS_TX_HOT void qps_tx_run_switch(struct qps_tx_run *r, uint32_t q)
 	/* One send queue lock at a time: no order between them to keep. */
 	if (r->sq)
 		qps_tx_run_unlock(r);
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	r->sq = sq;
 	r->touched |= 1ull << q;
 }
@@ -585,9 +585,9 @@ QPS_TX_APART int qps_tx_run_end_others(struct qps_tx_run *r, uint64_t left,
 		 * since, cannot read a disarm older than that. */
 		if (more && __atomic_load_n(&sq->db_armed, __ATOMIC_RELAXED))
 			continue;
-		qps_mutex_lock(&sq->lock);
+		qps_alock_lock(&sq->lock);
 		err = qps_tx_end_locked(sq, more);
-		qps_mutex_unlock(&sq->lock);
+		qps_alock_unlock(&sq->lock);
 		if (err < 0 && ret >= 0)
 			ret = err;
 	}
@@ -712,7 +712,7 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_tx_wait *w,
 					    qps_tx_band_wait, &bw);
 	}
 	if (ret < 0) {
-		qps_mutex_lock(&sq->lock);
+		qps_alock_lock(&sq->lock);
 		qps_txq_park(sq->ctx->txq, (int)sq->idx, -1);
 		qps_tx_slot_put(sq, slot);
 		if (counted) {
@@ -720,7 +720,7 @@ static int qps_tx_band(struct qps_ep *ep, struct qps_tx_wait *w,
 			ep->sb->tx_bytes -= len;
 			ep->sb->tx_drops++;
 		}
-		qps_mutex_unlock(&sq->lock);
+		qps_alock_unlock(&sq->lock);
 	}
 	return ret < 0 ? ret : 0;
 }
@@ -875,7 +875,7 @@ static void qps_tx_frags_count(struct qps_ep *ep, struct qps_sq *sq,
 			       size_t len, int ret, uint32_t handed,
 			       bool band_refused)
 {
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	if (ret == 0) {
 		ep->sb->tx_packets++;
 		ep->sb->tx_bytes += len;
@@ -885,7 +885,7 @@ static void qps_tx_frags_count(struct qps_ep *ep, struct qps_sq *sq,
 	}
 	if (ret < 0 && handed)
 		sq->st->frag_partial++;
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 }
 
 /*
@@ -954,7 +954,7 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 			qps_txts_meta(ep, &sq->meta[slot]);
 		qps_txq_park(ctx->txq, (int)sq->idx, 1);
 		sq->st->frags++;
-		qps_mutex_unlock(&sq->lock);
+		qps_alock_unlock(&sq->lock);
 		r->sq = NULL;
 		ret = qps_tx_band(ep, &r->wait, sq, slot, (uint32_t)n, prio,
 				  dontwait, false);
@@ -962,7 +962,7 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 		handed += ret == 0;
 	}
 	if (r->sq) {
-		qps_mutex_unlock(&r->sq->lock);
+		qps_alock_unlock(&r->sq->lock);
 		r->sq = NULL;
 	}
 	qps_tx_frags_count(ep, sq, len, ret, handed, band_refused);

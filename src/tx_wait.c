@@ -129,9 +129,9 @@ static int qps_tx_wait_spin(struct qps_sq *sq)
 {
 	int ret;
 
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	ret = qps_tx_wait_reap_locked(sq);
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 	if (ret >= 0)
 		qps_cpu_relax();
 	return ret < 0 ? ret : 0;
@@ -191,7 +191,7 @@ static int qps_tx_sleep(struct qps_tx_wait *w, struct qps_sq *sq,
 		timeout = (int)((w->deadline - now + 999999u) / 1000000u);
 	/* Seq-cst: counted before the arm (see qps_txw_wake). */
 	__atomic_add_fetch(&ctx->txw_sleepers, 1, __ATOMIC_SEQ_CST);
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	if (evfd >= 0)
 		ctx->ops->req_notify_cq(sq->cq);
 	/* After the arm: a completion that came before it raised no event,
@@ -202,7 +202,7 @@ static int qps_tx_sleep(struct qps_tx_wait *w, struct qps_sq *sq,
 	 * is parked: the band owner is about to post them, or the bands are
 	 * paused). */
 	quiet = sq->post_head == sq->post_tail;
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 	if (ret != 0 || room) {
 		__atomic_sub_fetch(&ctx->txw_sleepers, 1, __ATOMIC_SEQ_CST);
 		return ret < 0 ? ret : 0;

@@ -79,7 +79,9 @@ struct qps_ud_cslot {
 	struct qps_ud_ah *ah;	/* NULL: empty */
 };
 
-/* Per send queue, under that queue's lock. */
+/* Per send queue, under that queue's lock; the two counters are written
+ * so (qps_ud_count) and read without it by qps_ud_stats, which runs on
+ * the counter publisher's thread too. */
 struct qps_ud_sq {
 	struct qps_ud_cslot c[QPS_UD_SQ_SLOTS];
 	struct qps_ud_ah **slot_ah;	/* per slot: the AH its WR names */
@@ -103,6 +105,12 @@ struct qps_ud {
 	uint64_t peers_learned;
 	uint64_t no_peer;		/* connect's checks */
 };
+
+/* One writer (the queue's lock holder), readers without the lock. */
+static void qps_ud_count(uint64_t *c)
+{
+	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
 
 static uint32_t qps_ud_hash(uint32_t addr)
 {
@@ -454,20 +462,20 @@ int qps_ud_dest_get(struct qps_sq *sq, uint32_t daddr,
 	c = &us->c[qps_ud_hash(daddr) % QPS_UD_SQ_SLOTS];
 	if (c->ah && c->daddr == daddr && c->rgen == rgen && c->pgen == pgen) {
 		cur = c->ah;
-		us->ah_reused++;
+		qps_ud_count(&us->ah_reused);
 	} else {
 		uint32_t qpn, qkey;
 		int ret = qps_ud_peer_of(ud, daddr, &qpn, &qkey);
 
 		if (ret < 0) {
-			us->tx_no_peer++;
+			qps_ud_count(&us->tx_no_peer);
 			return ret;
 		}
 		cur = qps_ud_ah_get(ud, daddr, rgen, &ret);
 		if (!cur)
 			return ret;
 		if (ret == 0)
-			us->ah_reused++;
+			qps_ud_count(&us->ah_reused);
 		drop_cache = c->ah;
 		*c = (struct qps_ud_cslot){
 			.daddr = daddr, .qpn = qpn, .qkey = qkey,
@@ -508,10 +516,10 @@ void qps_ud_stats(struct qps_ctx *ctx, struct qps_stats *st)
 	st->ud_tx_no_peer = __atomic_load_n(&ud->no_peer, __ATOMIC_RELAXED);
 	st->ud_ah_reused = 0;
 	for (i = 0; i < ctx->nsq; i++) {
-		qps_mutex_lock(&ctx->sq[i].lock);
-		st->ud_ah_reused += ud->sq[i].ah_reused;
-		st->ud_tx_no_peer += ud->sq[i].tx_no_peer;
-		qps_mutex_unlock(&ctx->sq[i].lock);
+		st->ud_ah_reused += __atomic_load_n(&ud->sq[i].ah_reused,
+						    __ATOMIC_RELAXED);
+		st->ud_tx_no_peer += __atomic_load_n(&ud->sq[i].tx_no_peer,
+						     __ATOMIC_RELAXED);
 	}
 }
 

@@ -126,9 +126,9 @@ static void record(struct qps_ctx *ctx)
 	real_path = sq->path;
 	rec_path = *real_path;
 	rec_path.write = rec_write;
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	sq->path = &rec_path;
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 	qps_emu_test_set_tap(ctx->dev, tap, &g_wire_cap);
 }
 
@@ -137,9 +137,9 @@ static void unrecord(struct qps_ctx *ctx)
 	struct qps_sq *sq = &ctx->sq[0];
 
 	qps_emu_test_set_tap(ctx->dev, NULL, NULL);
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	sq->path = real_path;
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 }
 
 static uint16_t be16_at(const uint8_t *p)

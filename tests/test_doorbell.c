@@ -582,12 +582,12 @@ static void all_back(struct qps_ctx *ctx, struct qps_sq *sq)
 {
 	uint32_t enq, done;
 
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	EQ(sq->nfree, ctx->tx_depth);
 	EQ(sq->inflight, 0);
 	EQ(sq->post_head - sq->post_tail, 0);
 	EQ(sq->unrung, 0);
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 	EQ(qps_txq_qp_counts(ctx->txq, (int)sq->idx, &enq, &done), 0);
 	EQ(enq, done);
 }

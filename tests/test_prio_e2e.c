@@ -222,9 +222,9 @@ static void refused_last(uint32_t path)
 	refusing_path.write = refusing_write;
 	writes = 0;
 	fail_at = N;
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	sq->path = &refusing_path;
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 
 	/* Parked, then posted as one burst whose last frame is refused. */
 	EQ_FATAL(qps_prio_pause(qps_sq_prio(a, 0)), 0);
@@ -239,9 +239,9 @@ static void refused_last(uint32_t path)
 	}
 	EQ(t_ctx_stats(a).tx_errors, 1);
 
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	sq->path = real_path;
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 	EQ(qps_ctx_destroy(a), 0);
 	EQ(qps_ctx_destroy(b), 0);
 }

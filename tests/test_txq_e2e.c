@@ -92,9 +92,9 @@ static uint64_t sq_packets(struct qps_ctx *ctx, uint32_t q)
 {
 	uint64_t n;
 
-	qps_mutex_lock(&ctx->sq[q].lock);
+	qps_alock_lock(&ctx->sq[q].lock);
 	n = ctx->sq[q].st->packets;
-	qps_mutex_unlock(&ctx->sq[q].lock);
+	qps_alock_unlock(&ctx->sq[q].lock);
 	return n;
 }
 
@@ -207,7 +207,7 @@ static void inject_bad_wqe(struct qps_ctx *ctx, uint32_t q)
 	struct ibv_sge sge;
 	uint32_t slot, head;
 
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	CU_ASSERT_FATAL(sq->nfree > 0);
 	slot = sq->free[--sq->nfree];
 	sq->inflight++;
@@ -232,7 +232,7 @@ static void inject_bad_wqe(struct qps_ctx *ctx, uint32_t q)
 	}
 	/* In the posted order, so its completion gives the slot back. */
 	qps_tx_posted_push(sq, slot);
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 }
 
 /* @n sends on connected @tx, received in order on @rx; returns the

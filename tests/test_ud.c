@@ -439,9 +439,9 @@ static void test_send_qps(void)
 	}
 	T_WAIT_STAT(a, tx_packets, MQ_PORTS);
 	for (i = 0; i < a->nsq; i++) {
-		qps_mutex_lock(&a->sq[i].lock);
+		qps_alock_lock(&a->sq[i].lock);
 		used += a->sq[i].st->packets != 0;
-		qps_mutex_unlock(&a->sq[i].lock);
+		qps_alock_unlock(&a->sq[i].lock);
 	}
 	/* Eight flows hashed over four QPs land on more than one. */
 	T_GE(used, 2);

@@ -115,9 +115,9 @@ static void drain_tx(struct qps_ctx *ctx)
 		T_GE(qps_ctx_progress(ctx), 0);
 		busy = 0;
 		for (i = 0; i < ctx->nsq; i++) {
-			qps_mutex_lock(&ctx->sq[i].lock);
+			qps_alock_lock(&ctx->sq[i].lock);
 			busy += ctx->sq[i].inflight;
-			qps_mutex_unlock(&ctx->sq[i].lock);
+			qps_alock_unlock(&ctx->sq[i].lock);
 		}
 		if (busy)
 			t_sleep_ms(1);
@@ -510,9 +510,9 @@ static void test_txqs_share(void)
 			pass(tx[i], IP_B, rb, "q");
 		}
 	for (q = 0; q < a->nsq; q++) {
-		qps_mutex_lock(&a->sq[q].lock);
+		qps_alock_lock(&a->sq[q].lock);
 		used += a->sq[q].st->packets > 0;
-		qps_mutex_unlock(&a->sq[q].lock);
+		qps_alock_unlock(&a->sq[q].lock);
 	}
 	T_GE(used, 2);
 	st = t_ctx_stats(a);

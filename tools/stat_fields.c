@@ -87,6 +87,8 @@ const struct sf_field sf_fields[] = {
 	SF("multicast loopback", tx_mc_loop_errors),
 	SF("multicast loopback", rx_mc_loop_off),
 	SF("checksum offload", csum_offload),
+	SF("thread mode", thread_single),
+	SF("thread mode", tx_lock_barriers),
 };
 
 const unsigned int sf_nfields = sizeof(sf_fields) / sizeof(sf_fields[0]);
@@ -169,5 +171,7 @@ _Static_assert(SF_N(tx_packets) +
 	       SF_N(tx_mc_loops) +
 	       SF_N(tx_mc_loop_errors) +
 	       SF_N(rx_mc_loop_off) +
-	       SF_N(csum_offload) == sizeof(struct qps_stats) / sizeof(uint64_t),
+	       SF_N(csum_offload) +
+	       SF_N(thread_single) +
+	       SF_N(tx_lock_barriers) == sizeof(struct qps_stats) / sizeof(uint64_t),
 	       "sf_fields lists every field of struct qps_stats");

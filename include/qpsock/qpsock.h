@@ -56,6 +56,7 @@ enum qps_ctx_attr_mask {
 	QPS_CTX_ATTR_BUSY_POLL = 1 << 13,
 	QPS_CTX_ATTR_STATS = 1 << 14,
 	QPS_CTX_ATTR_IPFRAG = 1 << 15,	/* ipfrag_mem and ipfrag_time_ms */
+	QPS_CTX_ATTR_THREAD_MODE = 1 << 16,
 };
 
 /*
@@ -81,6 +82,21 @@ enum qps_tx_policy {
 	QPS_TX_POLICY_HASH = 0,	/* flow hash over the send QPs */
 	QPS_TX_POLICY_CPU = 1,	/* the sender's current CPU (like XPS) */
 	QPS_TX_POLICY_THREAD = 2, /* one QP per sending thread, round-robin */
+};
+
+/*
+ * Who may call into a context at once (struct qps_ctx_attr thread_mode).
+ * SINGLE is a promise by the application, as VMA_THREAD_MODE=0 or
+ * rdma-core's MLX5_SINGLE_THREADED: no two of its threads are ever in
+ * calls on the context or its endpoints at the same time (a thread may
+ * hand the context to another through its own locks). The send queues
+ * then take no atomic instruction per call; qpsock's own threads (the
+ * doorbell flusher) pay for it instead with membarrier(2). Breaking the
+ * promise corrupts the send queues. docs/api.md "Thread mode".
+ */
+enum qps_thread_mode {
+	QPS_THREAD_MODE_MULTI = 0,	/* any threads at once (default) */
+	QPS_THREAD_MODE_SINGLE = 1,	/* one application thread at a time */
 };
 
 /**
@@ -122,6 +138,9 @@ enum qps_tx_policy {
  * @ipfrag_time_ms: how long an incomplete datagram's fragments are kept,
  *	as net.ipv4.ipfrag_time (default QPS_IPFRAG_TIME_DEFAULT_MS,
  *	1..QPS_IPFRAG_TIME_MAX_MS).
+ * @thread_mode: enum qps_thread_mode (default QPS_THREAD_MODE_MULTI, or
+ *	$QPS_THREAD_MODE "single" / "multi"). SINGLE falls back to MULTI
+ *	where membarrier(2) is unavailable: qps_stats.thread_single says.
  */
 struct qps_ctx_attr {
 	uint64_t comp_mask;
@@ -142,6 +161,7 @@ struct qps_ctx_attr {
 	uint32_t stats;
 	uint32_t ipfrag_mem;
 	uint32_t ipfrag_time_ms;
+	uint32_t thread_mode;
 };
 
 #define QPS_TX_SIGNAL_DEFAULT 16
@@ -335,6 +355,12 @@ struct qps_stats {
 	uint64_t csum_offload;		/* gauge: 1 when the device computes
 					 * the IPv4 and UDP checksums sent
 					 * and checks those received */
+	/* thread mode (docs/api.md "Thread mode") */
+	uint64_t thread_single;		/* gauge: 1 when the context runs
+					 * QPS_THREAD_MODE_SINGLE */
+	uint64_t tx_lock_barriers;	/* qpsock's own threads entering a
+					 * send queue of a single-threaded
+					 * context (one membarrier each) */
 };
 
 /**

@@ -128,6 +128,15 @@ done
 check prio_owner "-DNPROD=3 -DNITEMS=1 -DCAP=2 -DORDER_ALL -DMUT_LOCKED_NO_BACKLOG" \
 	safety fail
 
+# The send queues' two-sided lock (single-threaded contexts), the
+# application's stores through a TSO store buffer.
+check alock "" safety pass
+check alock "-DNAPP=3 -DNLIB=2 -DNLIBR=2" safety pass
+for m in MUT_NO_MEMBARRIER MUT_NO_WAIT MUT_APP_NO_CHECK \
+	 MUT_APP_SLOW_KEEPS_IN MUT_LATE_CLEAR REACH_APP_SLOW REACH_LIB_WAITS; do
+	check alock "-D$m" safety fail
+done
+
 # Three producers with two items each do not fit the hand-off model in
 # 6 GB; it gets more stalls (kicks) and a larger ring instead.
 if ((full)); then
