@@ -36,6 +36,10 @@
  * written inside its own round of sq->lock and the bands' transmitter,
  * as a bypassed QPS_MSG_MORE send takes them: its ns over
  * device_floor_b32 is what that synchronisation costs per datagram.
+ * A case whose name ends in _single runs the same on a context opened
+ * with QPS_THREAD_MODE_SINGLE (docs/api.md "Thread mode"); each result
+ * says which mode the context ran ("thread_mode", from
+ * qps_stats.thread_single).
  *
  * Checksums: with hw the null device offloads them (QPS_DEV_CAP_CSUM: the
  * core leaves the fields 0 on send and skips verifying what the device
@@ -104,6 +108,7 @@ struct bc_case {
 	 * device), or -errno. */
 	int (*step)(struct bc_run *r);
 	unsigned int threads;	/* 2: send_bands_2thr's own runner */
+	bool single;		/* QPS_THREAD_MODE_SINGLE */
 };
 
 static uint64_t bc_clock(clockid_t id)
@@ -119,7 +124,7 @@ static uint64_t bc_now(void)
 	return bc_clock(CLOCK_MONOTONIC);
 }
 
-static int bc_ctx(struct bc_run *r, const char *dev)
+static int bc_ctx(struct bc_run *r, const char *dev, bool single)
 {
 	struct qps_ctx_attr a;
 	char d[128];
@@ -135,6 +140,10 @@ static int bc_ctx(struct bc_run *r, const char *dev)
 	a.provider = "null";
 	a.num_txq = 1;
 	a.tx_path = r->o->path;
+	if (single) {
+		a.comp_mask |= QPS_CTX_ATTR_THREAD_MODE;
+		a.thread_mode = QPS_THREAD_MODE_SINGLE;
+	}
 	if (dev) {
 		a.comp_mask |= QPS_CTX_ATTR_DEV;
 		a.dev = dev;
@@ -345,11 +354,11 @@ static int bc_floor(struct bc_run *r, unsigned int n)
 	unsigned int i;
 	int ret = 0, got;
 
-	qps_mutex_lock(&sq->lock);
+	qps_alock_lock(&sq->lock);
 	for (i = 0; i < n && ret == 0; i++)
 		ret = bc_floor_write(r, sq, i, i + 1 == n);
 	got = bc_floor_reap(r, sq, wc);
-	qps_mutex_unlock(&sq->lock);
+	qps_alock_unlock(&sq->lock);
 	return bc_floor_result(ret, got, wc, n);
 }
 
@@ -378,35 +387,50 @@ static int bc_floor_b32_locks(struct bc_run *r)
 	for (i = 0; i < BC_BATCH && ret == 0; i++) {
 		bool last = i + 1 == BC_BATCH;
 
-		qps_mutex_lock(&sq->lock);
+		qps_alock_lock(&sq->lock);
 		/* Nobody else sends on this queue: the bands are idle. */
 		ret = qps_prio_bypass_locked(sq->prio) ?
 		      bc_floor_write(r, sq, i, last) : -EBUSY;
 		if (last || ret < 0)
 			got = bc_floor_reap(r, sq, wc);
-		qps_mutex_unlock(&sq->lock);
+		qps_alock_unlock(&sq->lock);
 	}
 	return bc_floor_result(ret, got, wc, BC_BATCH);
 }
 
 static const struct bc_case bc_cases[] = {
-	{ "send_connected_b1", NULL, 1, bc_setup_connected, bc_send_b1, 1 },
-	{ "send_connected_b32", NULL, 1, bc_setup_connected, bc_send_b32, 1 },
-	{ "sendto_b1", NULL, 1, bc_setup_unconnected, bc_sendto_b1, 1 },
-	{ "sendmmsg_b32", NULL, 1, bc_setup_unconnected, bc_sendmmsg_b32, 1 },
+	{ "send_connected_b1", NULL, 1, bc_setup_connected, bc_send_b1, 1,
+	  false },
+	{ "send_connected_b32", NULL, 1, bc_setup_connected, bc_send_b32, 1,
+	  false },
+	{ "sendto_b1", NULL, 1, bc_setup_unconnected, bc_sendto_b1, 1, false },
+	{ "sendmmsg_b32", NULL, 1, bc_setup_unconnected, bc_sendmmsg_b32, 1,
+	  false },
 	{ "sendmmsg_connected_b32", NULL, 1, bc_setup_connected_msgs,
-	  bc_sendmmsg_b32, 1 },
-	{ "send_bands_2thr", NULL, 2, bc_setup_connected, bc_send_b1, 2 },
-	{ "recv_unicast", "rx=unicast:port=9000", 1, NULL, bc_recv, 1 },
+	  bc_sendmmsg_b32, 1, false },
+	{ "send_bands_2thr", NULL, 2, bc_setup_connected, bc_send_b1, 2,
+	  false },
+	{ "recv_unicast", "rx=unicast:port=9000", 1, NULL, bc_recv, 1, false },
 	{ "recv_mcast_1", "rx=mcast:group=" BC_GROUP ":port=9000", 1,
-	  bc_setup_join, bc_recv, 1 },
+	  bc_setup_join, bc_recv, 1, false },
 	{ "recv_mcast_4", "rx=mcast:group=" BC_GROUP ":port=9000", 4,
-	  bc_setup_join, bc_recv, 1 },
-	{ "device_floor_b1", NULL, 1, bc_setup_floor, bc_floor_b1, 1 },
-	{ "device_floor_b32", NULL, 1, bc_setup_floor, bc_floor_b32, 1 },
+	  bc_setup_join, bc_recv, 1, false },
+	{ "device_floor_b1", NULL, 1, bc_setup_floor, bc_floor_b1, 1, false },
+	{ "device_floor_b32", NULL, 1, bc_setup_floor, bc_floor_b32, 1,
+	  false },
 	{ "device_floor_b32_locks", NULL, 1, bc_setup_floor,
-	  bc_floor_b32_locks, 1 },
-	{ NULL, NULL, 0, NULL, NULL, 0 },
+	  bc_floor_b32_locks, 1, false },
+	{ "send_connected_b1_single", NULL, 1, bc_setup_connected, bc_send_b1,
+	  1, true },
+	{ "send_connected_b32_single", NULL, 1, bc_setup_connected,
+	  bc_send_b32, 1, true },
+	{ "sendto_b1_single", NULL, 1, bc_setup_unconnected, bc_sendto_b1, 1,
+	  true },
+	{ "sendmmsg_b32_single", NULL, 1, bc_setup_unconnected,
+	  bc_sendmmsg_b32, 1, true },
+	{ "device_floor_b32_locks_single", NULL, 1, bc_setup_floor,
+	  bc_floor_b32_locks, 1, true },
+	{ NULL, NULL, 0, NULL, NULL, 0, false },
 };
 
 /* What one thread did in one round. */
@@ -482,6 +506,7 @@ struct bc_result {
 	uint64_t dgrams;
 	uint64_t dgrams_all;	/* the warm-up round's too */
 	bool csum_hw;		/* the context offloaded checksums */
+	bool single;		/* the context ran QPS_THREAD_MODE_SINGLE */
 };
 
 /* Rounds 1..n of @rd (round 0 is the warm-up), per datagram. */
@@ -583,7 +608,7 @@ static int bc_run_case(const struct bc_case *c, const struct bc_opts *o,
 	r.to.sin_port = htons(9999);
 	r.to.sin_addr.s_addr = inet_addr(BC_PEER);
 	memset(r.buf, 0x5a, sizeof(r.buf));
-	ret = bc_ctx(&r, c->dev);
+	ret = bc_ctx(&r, c->dev, c->single);
 	if (ret < 0)
 		return ret;
 	ret = bc_eps(&r, c->neps);
@@ -605,6 +630,7 @@ static int bc_run_case(const struct bc_case *c, const struct bc_opts *o,
 	if (ret == 0 && qps_ctx_stats(r.ctx, &st, sizeof(st)) < 0)
 		ret = -EIO;
 	res->csum_hw = st.csum_offload != 0;
+	res->single = st.thread_single != 0;
 	for (i = 0; i < r.neps; i++)
 		qps_ep_close(r.ep[i]);
 	qps_ctx_destroy(r.ctx);
@@ -629,20 +655,21 @@ static void bc_print(const struct bc_opts *o, const char *name,
 	if (o->json) {
 		printf("{\"bench\":\"core\",\"case\":\"%s\",\"provider\":"
 		       "\"null\",\"tx_path\":\"%s\",\"csum\":\"%s\","
-		       "\"payload\":%d,"
+		       "\"thread_mode\":\"%s\",\"payload\":%d,"
 		       "\"dgrams\":%llu,\"dgrams_all\":%llu,"
 		       "\"ns_per_dgram\":%.1f,"
 		       "\"ns_median\":%.1f,\"cpu_ns_per_dgram\":%.1f,"
 		       "\"cpu_ns_median\":%.1f,\"cycles_per_dgram\":%s,"
 		       "\"loadavg\":%.2f}\n", name, bc_path_name(o->path),
-		       res->csum_hw ? "hw" : "sw", BC_PAYLOAD,
+		       res->csum_hw ? "hw" : "sw",
+		       res->single ? "single" : "multi", BC_PAYLOAD,
 		       (unsigned long long)res->dgrams,
 		       (unsigned long long)res->dgrams_all, res->ns_best,
 		       res->ns_median, res->cpu_best, res->cpu_median, cyc,
 		       load);
 		return;
 	}
-	printf("%-22s %4s %10.1f %10.1f %10.1f %10s %12llu\n", name,
+	printf("%-29s %4s %10.1f %10.1f %10.1f %10s %12llu\n", name,
 	       res->csum_hw ? "hw" : "sw", res->ns_best, res->ns_median,
 	       res->cpu_best, cyc, (unsigned long long)res->dgrams);
 }
@@ -711,7 +738,7 @@ int qps_bench_core(int argc, char **argv)
 	if (bc_opts_parse(argc, argv, &o))
 		return bc_usage();
 	if (!o.json)
-		printf("%-22s %4s %10s %10s %10s %10s %12s\n", "case", "csum",
+		printf("%-29s %4s %10s %10s %10s %10s %12s\n", "case", "csum",
 		       "ns/dgram", "median", "cpu ns", "cyc/dgram",
 		       "datagrams");
 	for (i = 0; bc_cases[i].name; i++) {
