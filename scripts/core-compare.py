@@ -39,7 +39,9 @@ CASES = ["send_connected_b1", "send_connected_b32", "sendto_b1",
          "sendmmsg_b32", "sendmmsg_connected_b32", "send_bands_2thr",
          "recv_unicast", "recv_mcast_1",
          "recv_mcast_4", "device_floor_b1", "device_floor_b32",
-         "device_floor_b32_locks"]
+         "device_floor_b32_locks", "send_connected_b1_single",
+         "send_connected_b32_single", "sendto_b1_single",
+         "sendmmsg_b32_single", "device_floor_b32_locks_single"]
 
 NULL_SRC = re.compile(r"\s(\S*/)?providers/null/[^/\s]+:")
 
