@@ -150,6 +150,8 @@ if ((full)); then
 		pass "-DCOLLAPSE -O2"
 	check prio_owner "-DNPROD=2 -DNITEMS=2 -DCAP=2 -DORDER_ALL" safety \
 		pass "-DCOLLAPSE -O2"
+	check alock "-DNAPP=4 -DNLIB=2 -DNLIBR=2" safety pass "-DCOLLAPSE -O2"
+	check alock "-DNAPP=3 -DNLIB=3 -DNLIBR=2" safety pass "-DCOLLAPSE -O2"
 fi
 
 echo "run-models: $((total - bad))/$total checks as expected"
