@@ -17,12 +17,21 @@
  * apart, while another thread spins as the receiver does; how late it
  * wakes is "bench":"doorbell_delay_floor" (p50, p99, max of the wake-up
  * past the deadline).
+ *
+ * --thread-mode single|multi|both (default multi): the contexts'
+ * QPS_CTX_ATTR_THREAD_MODE. On a single-threaded context the flusher
+ * enters the send queue through membarrier(2), which interrupts the
+ * receiver's busy CPU too; "both" runs each setting both ways side by
+ * side, and each result says which mode the sender's context ran
+ * ("thread_mode", from qps_stats.thread_single) and how many of the
+ * flusher's entries paid a barrier ("barriers").
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,26 +93,35 @@ static int dd_cmp(const void *a, const void *b)
 }
 
 static int dd_ctx(const char *wire, const char *ip, uint32_t delay_us,
-		  struct qps_ctx **ctx)
+		  bool single, struct qps_ctx **ctx)
 {
 	struct qps_ctx_attr a = {
 		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
 			     QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_DB_DELAY |
-			     QPS_CTX_ATTR_NUM_TXQ,
+			     QPS_CTX_ATTR_NUM_TXQ | QPS_CTX_ATTR_THREAD_MODE,
 		.provider = "emu",
 		.dev = wire,
 		.db_delay_us = delay_us,
 		.num_txq = 1,
+		.thread_mode = single ? QPS_THREAD_MODE_SINGLE :
+					QPS_THREAD_MODE_MULTI,
 	};
 
 	inet_pton(AF_INET, ip, &a.addr);
 	return qps_ctx_create(&a, ctx);
 }
 
-/* One setting: N timed MORE sends; fills p50/p99/max in us. */
+/* What one setting measured. */
+struct dd_result {
+	double p50, p99, max;	/* us */
+	unsigned int lost;
+	bool single;		/* the sender's context ran single-threaded */
+	uint64_t barriers;	/* its tx_lock_barriers */
+};
+
+/* One setting: N timed MORE sends. */
 static int dd_run(unsigned int n, unsigned int gap_us, uint32_t delay_us,
-		  int policy, double *p50, double *p99, double *max,
-		  unsigned int *lost)
+		  int policy, bool single, struct dd_result *res)
 {
 	struct sockaddr_in dst = { .sin_family = AF_INET,
 				   .sin_port = htons(DD_PORT) };
@@ -112,6 +130,7 @@ static int dd_run(unsigned int n, unsigned int gap_us, uint32_t delay_us,
 	struct qps_ctx *a = NULL, *b = NULL;
 	struct qps_ep *tx = NULL;
 	struct dd_rx rx = { .n = n };
+	struct qps_stats st;
 	struct dd_msg m;
 	pthread_t th;
 	char wire[64];
@@ -122,9 +141,9 @@ static int dd_run(unsigned int n, unsigned int gap_us, uint32_t delay_us,
 	rx.delay_ns = calloc(n, sizeof(*rx.delay_ns));
 	if (!rx.delay_ns)
 		return -ENOMEM;
-	ret = dd_ctx(wire, "198.18.0.21", delay_us, &a);
+	ret = dd_ctx(wire, "198.18.0.21", delay_us, single, &a);
 	if (!ret)
-		ret = dd_ctx(wire, "198.18.0.22", delay_us, &b);
+		ret = dd_ctx(wire, "198.18.0.22", delay_us, single, &b);
 	if (!ret)
 		ret = qps_ep_create(b, QPS_EP_DGRAM, &rx.ep);
 	any.sin_addr.s_addr = 0;
@@ -156,15 +175,21 @@ static int dd_run(unsigned int n, unsigned int gap_us, uint32_t delay_us,
 	for (i = 0; i < n; i++)
 		if (rx.delay_ns[i])
 			rx.delay_ns[k++] = rx.delay_ns[i];
-	*lost = n - k;
+	res->lost = n - k;
 	if (!k) {
 		ret = -EIO;
 		goto out;
 	}
 	qsort(rx.delay_ns, k, sizeof(uint64_t), dd_cmp);
-	*p50 = (double)rx.delay_ns[k / 2] / 1e3;
-	*p99 = (double)rx.delay_ns[(k * 99) / 100] / 1e3;
-	*max = (double)rx.delay_ns[k - 1] / 1e3;
+	res->p50 = (double)rx.delay_ns[k / 2] / 1e3;
+	res->p99 = (double)rx.delay_ns[(k * 99) / 100] / 1e3;
+	res->max = (double)rx.delay_ns[k - 1] / 1e3;
+	ret = qps_ctx_stats(a, &st, sizeof(st));
+	if (ret >= 0) {
+		res->single = st.thread_single != 0;
+		res->barriers = st.tx_lock_barriers;
+		ret = 0;
+	}
 out:
 	if (a)
 		qps_ctx_destroy(a);
@@ -248,10 +273,32 @@ static int dd_floor(unsigned int n, unsigned int gap_us, uint32_t delay_us,
 	return ret;
 }
 
+static void dd_print(int json, uint32_t delay_us, const char *policy,
+		     unsigned int n, const struct dd_result *r)
+{
+	const char *mode = r->single ? "single" : "multi";
+	double over = delay_us ? r->p99 / delay_us : 0;
+
+	if (json)
+		printf("{\"bench\":\"doorbell_delay\",\"db_delay_us\":%u,"
+		       "\"policy\":\"%s\",\"thread_mode\":\"%s\","
+		       "\"n\":%u,\"lost\":%u,\"p50_us\":%.1f,"
+		       "\"p99_us\":%.1f,\"max_us\":%.1f,"
+		       "\"p99_over_delay\":%.2f,\"barriers\":%llu}\n",
+		       delay_us, policy, mode, n, r->lost, r->p50, r->p99,
+		       r->max, over, (unsigned long long)r->barriers);
+	else
+		printf("db_delay %4u us  %-5s %-6s  p50 %7.1f  p99 %7.1f  "
+		       "max %8.1f us  (p99/delay %.2f, lost %u, barriers "
+		       "%llu)\n", delay_us, policy, mode, r->p50, r->p99,
+		       r->max, over, r->lost, (unsigned long long)r->barriers);
+}
+
 static int dd_usage(void)
 {
 	fprintf(stderr, "usage: qps_bench doorbell-delay [--json] [--n N] "
-		"[--gap-us G] [--delays 10,30,100]\n");
+		"[--gap-us G] [--delays 10,30,100] "
+		"[--thread-mode single|multi|both]\n");
 	return 2;
 }
 
@@ -261,7 +308,8 @@ int qps_bench_doorbell_delay(int argc, char **argv)
 		{ SCHED_BATCH, "batch" }, { SCHED_OTHER, "other" },
 	};
 	uint32_t delay[DD_MAX_DELAYS] = { 10, 30, 100 };
-	unsigned int nd = 3, n = 500, gap = 1000, d, p;
+	unsigned int nd = 3, n = 500, gap = 1000, d, p, t;
+	bool modes[2] = { true, false };	/* multi, single */
 	int json = 0, i;
 
 	for (i = 1; i < argc; i++) {
@@ -269,6 +317,13 @@ int qps_bench_doorbell_delay(int argc, char **argv)
 			json = 1;
 		} else if (!strcmp(argv[i], "--n") && i + 1 < argc) {
 			n = (unsigned int)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--thread-mode") && i + 1 < argc) {
+			const char *v = argv[++i];
+
+			modes[0] = !strcmp(v, "multi") || !strcmp(v, "both");
+			modes[1] = !strcmp(v, "single") || !strcmp(v, "both");
+			if (!modes[0] && !modes[1])
+				return dd_usage();
 		} else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc) {
 			gap = (unsigned int)strtoul(argv[++i], NULL, 10);
 		} else if (!strcmp(argv[i], "--delays") && i + 1 < argc) {
@@ -288,19 +343,10 @@ int qps_bench_doorbell_delay(int argc, char **argv)
 		return dd_usage();
 	for (d = 0; d < nd; d++) {
 		for (p = 0; p < 2; p++) {
-			double p50 = 0, p99 = 0, max = 0;
 			double f50 = 0, f99 = 0, fmax = 0;
-			unsigned int lost = 0;
-			int ret = dd_run(n, gap, delay[d], pol[p].policy, &p50,
-					 &p99, &max, &lost);
+			int ret = dd_floor(n, gap, delay[d], pol[p].policy, &f50,
+					   &f99, &fmax);
 
-			if (ret < 0) {
-				fprintf(stderr, "doorbell-delay: %s\n",
-					strerror(-ret));
-				return 1;
-			}
-			ret = dd_floor(n, gap, delay[d], pol[p].policy, &f50,
-				       &f99, &fmax);
 			if (ret < 0) {
 				fprintf(stderr, "doorbell-delay: floor: %s\n",
 					strerror(-ret));
@@ -315,23 +361,24 @@ int qps_bench_doorbell_delay(int argc, char **argv)
 				       delay[d], pol[p].name, n, f50, f99,
 				       fmax);
 			else
-				printf("floor    %4u us  %-5s  late p50 %7.1f  "
-				       "p99 %7.1f  max %8.1f us\n", delay[d],
-				       pol[p].name, f50, f99, fmax);
-			if (json)
-				printf("{\"bench\":\"doorbell_delay\","
-				       "\"db_delay_us\":%u,\"policy\":\"%s\","
-				       "\"n\":%u,\"lost\":%u,\"p50_us\":%.1f,"
-				       "\"p99_us\":%.1f,\"max_us\":%.1f,"
-				       "\"p99_over_delay\":%.2f}\n",
-				       delay[d], pol[p].name, n, lost, p50, p99,
-				       max, delay[d] ? p99 / delay[d] : 0);
-			else
-				printf("db_delay %4u us  %-5s  p50 %7.1f  p99 "
-				       "%7.1f  max %8.1f us  (p99/delay %.2f, "
-				       "lost %u)\n", delay[d], pol[p].name, p50,
-				       p99, max, delay[d] ? p99 / delay[d] : 0,
-				       lost);
+				printf("floor    %4u us  %-5s         late p50 "
+				       "%7.1f  p99 %7.1f  max %8.1f us\n",
+				       delay[d], pol[p].name, f50, f99, fmax);
+			for (t = 0; t < 2; t++) {
+				struct dd_result r;
+
+				if (!modes[t])
+					continue;
+				memset(&r, 0, sizeof(r));
+				ret = dd_run(n, gap, delay[d], pol[p].policy,
+					     t == 1, &r);
+				if (ret < 0) {
+					fprintf(stderr, "doorbell-delay: %s\n",
+						strerror(-ret));
+					return 1;
+				}
+				dd_print(json, delay[d], pol[p].name, n, &r);
+			}
 		}
 	}
 	return 0;
