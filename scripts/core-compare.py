@@ -3,7 +3,7 @@
 """Compare two builds' `qps_bench core` side by side, in one run.
 
 usage: scripts/core-compare.py BEFORE AFTER [--runs N] [--case C ...]
-                               [--csum hw|sw] [--instr] [--json]
+                               [--csum hw|sw] [--instr] [--json] [--single]
 
 BEFORE and AFTER are qps_bench binaries (each build's own, linked with its
 own library). For every case the two run alternately, N times each (5 by
@@ -26,6 +26,11 @@ measured below 1.5 only (one benchmark thread alone makes it 1.0).
 
 --json prints one object per case ("bench":"core_compare") instead of
 the table.
+
+--single compares thread modes instead of builds: AFTER runs each case's
+`_single` twin (a single-threaded context, docs/api.md "Thread mode"),
+BEFORE the case itself; give the same binary twice. Cases default to
+those that have a twin.
 """
 import argparse
 import json
@@ -118,6 +123,11 @@ def median(xs):
     return s[len(s) // 2]
 
 
+def side_case(args, side, case):
+    """The case @side runs: with --single, AFTER runs the twin."""
+    return case + "_single" if args.single and side == "after" else case
+
+
 def compare(args, case):
     """Alternated runs of @case; a side whose binary does not run it
     (an older build without a newer case) is left out of the row."""
@@ -125,7 +135,8 @@ def compare(args, case):
     sides = ["before", "after"]
     for _ in range(args.runs):
         for side in list(sides):
-            rec = core_run(getattr(args, side), case, args.csum)
+            rec = core_run(getattr(args, side),
+                           side_case(args, side, case), args.csum)
             if rec is None:
                 print("%s: the %s binary did not run it%s" %
                       (case, side, "" if not runs[side] else
@@ -151,7 +162,8 @@ def compare(args, case):
     row["loadavg_max"] = max(loads)
     if args.instr:
         for side in ("before", "after"):
-            i = (instr_per_dgram(getattr(args, side), case, args.csum)
+            i = (instr_per_dgram(getattr(args, side),
+                                 side_case(args, side, case), args.csum)
                  if side in sides else None)
             row[side + "_instr"] = round(i[0]) if i else None
             row[side + "_null_instr"] = round(i[1]) if i else None
@@ -174,6 +186,7 @@ def main():
     ap.add_argument("--csum", choices=["hw", "sw"], default="hw")
     ap.add_argument("--instr", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--single", action="store_true")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
@@ -188,7 +201,10 @@ def main():
         if args.instr:
             hdr += "  instr before -> after (null device's own)"
         print(hdr)
-    for case in args.case or CASES:
+    cases = args.case or CASES
+    if args.single:
+        cases = [c for c in cases if c + "_single" in CASES]
+    for case in cases:
         row = compare(args, case)
         if row is None:
             print("%s: skipped, neither binary runs it" % case,
