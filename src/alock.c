@@ -75,8 +75,9 @@ void qps_alock_lock_lib(struct qps_alock *l)
 	 * (a thread not running gets one from its context switch): pairs
 	 * with the compiler barrier in qps_alock_lock. Either the
 	 * application's app_in store is seen below, or its load of lib_want
-	 * after the barrier sees ours. Registered in qps_alock_init's
-	 * check, the command cannot fail.
+	 * after the barrier sees ours. The process registered in
+	 * qps_alock_asym_available (a fork keeps it, an exec starts the
+	 * library over), so the command cannot fail.
 	 */
 	qps_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
 	/* Acquire: pairs with the release in qps_alock_unlock. */

@@ -2,7 +2,7 @@
 /*
  * The send queues' lock (sq->lock) with two sides: the application's
  * threads take it on every send, qpsock's own threads (the doorbell
- * flusher, the counter publisher) only now and then.
+ * flusher) only now and then.
  *
  * By default both sides are one qps_mutex. In a single-threaded context
  * (QPS_THREAD_MODE_SINGLE: the application promises that no two of its

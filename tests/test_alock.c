@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "alock.h"
-#include "qps_int.h"
 
 #define EQ T_EQ
 #define GE T_GE
