@@ -91,27 +91,38 @@ static bool qps_db_any_armed(struct qps_ctx *ctx)
 	return false;
 }
 
+/* Signed: another CPU's clock read may be a hair ahead of ours. */
+static bool qps_db_overdue(uint64_t now, uint64_t since, uint64_t delay)
+{
+	return (int64_t)(now - since) >= (int64_t)delay;
+}
+
 /*
  * One look at @sq: ring it if its postponed doorbell is overdue. Returns
  * when it is due next (monotonic ns), or 0 when it is not armed.
  */
 static uint64_t qps_db_check_sq(struct qps_sq *sq, uint64_t delay)
 {
-	uint64_t now = qps_now_ns(), since;
+	uint64_t now, since;
 
 	/* Acquire: pairs with the seq-cst store in qps_db_defer_locked(),
 	 * so db_since (stored before it) is this burst's. */
 	if (!__atomic_load_n(&sq->db_armed, __ATOMIC_ACQUIRE))
 		return 0;
 	since = __atomic_load_n(&sq->db_since, __ATOMIC_RELAXED);
-	if (now - since < delay)
+	/* The clock after db_since: a burst armed since an earlier clock
+	 * read would pass for overdue by an unsigned wrap, and the lock
+	 * (a membarrier, in a single-threaded context) be taken for
+	 * nothing. */
+	now = qps_now_ns();
+	if (!qps_db_overdue(now, since, delay))
 		return since + delay;
 	qps_alock_lock_lib(&sq->lock);
 	/* Decided under the lock: a send may have rung or re-armed. */
 	since = __atomic_load_n(&sq->db_since, __ATOMIC_RELAXED);
 	now = qps_now_ns();
 	if (__atomic_load_n(&sq->db_armed, __ATOMIC_RELAXED) &&
-	    now - since >= delay)
+	    qps_db_overdue(now, since, delay))
 		qps_db_ring_locked(sq, QPS_TXF_TIMER);
 	qps_alock_unlock_lib(&sq->lock);
 	return now + delay;
