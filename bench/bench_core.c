@@ -39,7 +39,9 @@
  * A case whose name ends in _single runs the same on a context opened
  * with QPS_THREAD_MODE_SINGLE (docs/api.md "Thread mode"); each result
  * says which mode the context ran ("thread_mode", from
- * qps_stats.thread_single).
+ * qps_stats.thread_single) and how many of its send queues leaned to one
+ * thread at the end ("tx_lock_biased": a multi-threaded context's biased
+ * locks; 0 with QPS_THREAD_MODE=mutex).
  *
  * Checksums: with hw the null device offloads them (QPS_DEV_CAP_CSUM: the
  * core leaves the fields 0 on send and skips verifying what the device
@@ -507,6 +509,7 @@ struct bc_result {
 	uint64_t dgrams_all;	/* the warm-up round's too */
 	bool csum_hw;		/* the context offloaded checksums */
 	bool single;		/* the context ran QPS_THREAD_MODE_SINGLE */
+	uint64_t biased;	/* its send queues leaning to one thread */
 };
 
 /* Rounds 1..n of @rd (round 0 is the warm-up), per datagram. */
@@ -631,6 +634,7 @@ static int bc_run_case(const struct bc_case *c, const struct bc_opts *o,
 		ret = -EIO;
 	res->csum_hw = st.csum_offload != 0;
 	res->single = st.thread_single != 0;
+	res->biased = st.tx_lock_biased;
 	for (i = 0; i < r.neps; i++)
 		qps_ep_close(r.ep[i]);
 	qps_ctx_destroy(r.ctx);
@@ -655,14 +659,16 @@ static void bc_print(const struct bc_opts *o, const char *name,
 	if (o->json) {
 		printf("{\"bench\":\"core\",\"case\":\"%s\",\"provider\":"
 		       "\"null\",\"tx_path\":\"%s\",\"csum\":\"%s\","
-		       "\"thread_mode\":\"%s\",\"payload\":%d,"
+		       "\"thread_mode\":\"%s\",\"tx_lock_biased\":%llu,"
+		       "\"payload\":%d,"
 		       "\"dgrams\":%llu,\"dgrams_all\":%llu,"
 		       "\"ns_per_dgram\":%.1f,"
 		       "\"ns_median\":%.1f,\"cpu_ns_per_dgram\":%.1f,"
 		       "\"cpu_ns_median\":%.1f,\"cycles_per_dgram\":%s,"
 		       "\"loadavg\":%.2f}\n", name, bc_path_name(o->path),
 		       res->csum_hw ? "hw" : "sw",
-		       res->single ? "single" : "multi", BC_PAYLOAD,
+		       res->single ? "single" : "multi",
+		       (unsigned long long)res->biased, BC_PAYLOAD,
 		       (unsigned long long)res->dgrams,
 		       (unsigned long long)res->dgrams_all, res->ns_best,
 		       res->ns_median, res->cpu_best, res->cpu_median, cyc,

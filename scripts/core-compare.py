@@ -4,6 +4,7 @@
 
 usage: scripts/core-compare.py BEFORE AFTER [--runs N] [--case C ...]
                                [--csum hw|sw] [--instr] [--json] [--single]
+                               [--before-env VAR=VALUE ...]
 
 BEFORE and AFTER are qps_bench binaries (each build's own, linked with its
 own library). For every case the two run alternately, N times each (5 by
@@ -31,6 +32,11 @@ the table.
 `_single` twin (a single-threaded context, docs/api.md "Thread mode"),
 BEFORE the case itself; give the same binary twice. Cases default to
 those that have a twin.
+
+--before-env VAR=VALUE sets an environment variable for BEFORE's runs
+only: with the same binary twice, `--before-env QPS_THREAD_MODE=mutex`
+compares plain locks with the default biased ones (docs/api.md "Thread
+mode"; a `_single` case sets its mode itself and is not moved by it).
 """
 import argparse
 import json
@@ -51,12 +57,12 @@ CASES = ["send_connected_b1", "send_connected_b32", "sendto_b1",
 NULL_SRC = re.compile(r"\s(\S*/)?providers/null/[^/\s]+:")
 
 
-def core_run(bench, case, csum):
+def core_run(bench, case, csum, env):
     """One `qps_bench core` run of @case: its JSON object, or None when
     the binary does not know the case or the run failed."""
     cmd = [bench, "core", "--json", "--case", case, "--csum", csum]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, check=False)
+                       text=True, check=False, env=env)
     if p.returncode != 0:
         return None
     for line in p.stdout.splitlines():
@@ -72,7 +78,7 @@ def core_run(bench, case, csum):
     return None
 
 
-def instr_per_dgram(bench, case, csum):
+def instr_per_dgram(bench, case, csum, env):
     """Callgrind's count of bc_loop's instructions per datagram."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg.out")
@@ -80,7 +86,8 @@ def instr_per_dgram(bench, case, csum):
                "--toggle-collect=bc_loop", bench, "core", "--json", "--case",
                case, "--ms", "200", "--rounds", "1", "--csum", csum]
         p = subprocess.run(cmd, stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, text=True, check=False)
+                           stderr=subprocess.DEVNULL, text=True, check=False,
+                           env=env)
         if p.returncode != 0:
             return None
         rec = None
@@ -128,6 +135,16 @@ def side_case(args, side, case):
     return case + "_single" if args.single and side == "after" else case
 
 
+def side_env(args, side):
+    """The environment @side's runs get."""
+    env = dict(os.environ)
+    if side == "before":
+        for kv in args.before_env or []:
+            k, _, v = kv.partition("=")
+            env[k] = v
+    return env
+
+
 def compare(args, case):
     """Alternated runs of @case; a side whose binary does not run it
     (an older build without a newer case) is left out of the row."""
@@ -136,7 +153,8 @@ def compare(args, case):
     for _ in range(args.runs):
         for side in list(sides):
             rec = core_run(getattr(args, side),
-                           side_case(args, side, case), args.csum)
+                           side_case(args, side, case), args.csum,
+                           side_env(args, side))
             if rec is None:
                 print("%s: the %s binary did not run it%s" %
                       (case, side, "" if not runs[side] else
@@ -163,7 +181,8 @@ def compare(args, case):
     if args.instr:
         for side in ("before", "after"):
             i = (instr_per_dgram(getattr(args, side),
-                                 side_case(args, side, case), args.csum)
+                                 side_case(args, side, case), args.csum,
+                                 side_env(args, side))
                  if side in sides else None)
             row[side + "_instr"] = round(i[0]) if i else None
             row[side + "_null_instr"] = round(i[1]) if i else None
@@ -187,7 +206,11 @@ def main():
     ap.add_argument("--instr", action="store_true")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--single", action="store_true")
+    ap.add_argument("--before-env", action="append", metavar="VAR=VALUE")
     args = ap.parse_args()
+    for kv in args.before_env or []:
+        if "=" not in kv or kv.startswith("="):
+            ap.error("--before-env wants VAR=VALUE, not %r" % kv)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
     for side in ("before", "after"):

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The slow halves of qps_alock (alock.h): a library thread's entry, which
- * pays the membarrier, and the application's entry while a library thread
- * is in.
+ * The slow halves of qps_alock (alock.h): every entry through the mutex,
+ * the closing of the fast side (which pays the membarrier), and a biased
+ * lock's runs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,31 +51,41 @@ bool qps_alock_asym_available(void)
 	return qps_alock_ok;
 }
 
-bool qps_alock_init(struct qps_alock *l, bool asym)
+enum qps_alock_mode qps_alock_init(struct qps_alock *l,
+				   enum qps_alock_mode mode)
 {
 	qps_mutex_init(&l->m);
-	l->asym = asym && qps_alock_asym_available();
+	if (mode != QPS_ALOCK_MUTEX && !qps_alock_asym_available())
+		mode = QPS_ALOCK_MUTEX;
+	l->mode = (uint8_t)mode;
 	l->app_mutex = false;
 	__atomic_store_n(&l->app_in, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->lib_want, 0, __ATOMIC_RELAXED);
+	/* A biased lock starts closed: a mutex until a thread's first run. */
+	__atomic_store_n(&l->lib_want, mode == QPS_ALOCK_BIASED,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&l->owner, 0, __ATOMIC_RELAXED);
+	l->last = 0;
+	l->run = 0;
+	l->bias_run = QPS_ALOCK_BIAS_RUN;
 	__atomic_store_n(&l->lib_entries, 0, __ATOMIC_RELAXED);
-	return l->asym;
+	return mode;
 }
 
-void qps_alock_lock_lib(struct qps_alock *l)
+/* Under m: closes the fast side and waits for whoever is on it. */
+static void qps_alock_close(struct qps_alock *l)
 {
 	unsigned int spins = 0;
 
-	qps_mutex_lock(&l->m);
-	if (!l->asym)
+	/* Relaxed: only holders of m write lib_want. */
+	if (__atomic_load_n(&l->lib_want, __ATOMIC_RELAXED))
 		return;
 	__atomic_store_n(&l->lib_want, 1, __ATOMIC_RELAXED);
 	/*
 	 * A full barrier here and in every running thread of the process
 	 * (a thread not running gets one from its context switch): pairs
-	 * with the compiler barrier in qps_alock_lock. Either the
-	 * application's app_in store is seen below, or its load of lib_want
-	 * after the barrier sees ours. The process registered in
+	 * with the compiler barrier in qps_alock_lock. Either the fast
+	 * side's app_in store is seen below, or its load of lib_want after
+	 * the barrier sees ours. The process registered in
 	 * qps_alock_asym_available (a fork keeps it, an exec starts the
 	 * library over), so the command cannot fail.
 	 */
@@ -91,23 +101,80 @@ void qps_alock_lock_lib(struct qps_alock *l)
 	__atomic_store_n(&l->lib_entries,
 			 __atomic_load_n(&l->lib_entries, __ATOMIC_RELAXED) + 1,
 			 __ATOMIC_RELAXED);
+	if (l->mode == QPS_ALOCK_BIASED && l->bias_run < QPS_ALOCK_BIAS_RUN_MAX)
+		l->bias_run *= 2;
+}
+
+/* Under m, biased: counts @self's run and, at its end, makes @self the
+ * owner if there is none, and opens the fast side to the owner. */
+static void qps_alock_count(struct qps_alock *l, uintptr_t self)
+{
+	uintptr_t owner;
+
+	if (l->last != self) {
+		l->last = self;
+		l->run = 0;
+	}
+	if (++l->run < l->bias_run)
+		return;
+	l->run = 0;
+	owner = __atomic_load_n(&l->owner, __ATOMIC_RELAXED);
+	if (!owner) {
+		owner = self;
+		__atomic_store_n(&l->owner, self, __ATOMIC_RELAXED);
+	}
+	/* Release: pairs with the acquire in the owner's qps_alock_lock,
+	 * which then sees every section made under m. */
+	if (owner == self)
+		__atomic_store_n(&l->lib_want, 0, __ATOMIC_RELEASE);
+}
+
+void qps_alock_lock_lib(struct qps_alock *l)
+{
+	qps_mutex_lock(&l->m);
+	if (l->mode == QPS_ALOCK_MUTEX)
+		return;
+	qps_alock_close(l);
+	l->last = 0;
 }
 
 void qps_alock_unlock_lib(struct qps_alock *l)
 {
 	/* Release: pairs with the acquire in qps_alock_lock, so the next
-	 * application section sees ours. */
-	if (l->asym)
+	 * fast-side section sees ours. A biased lock stays closed until
+	 * its owner's next run. */
+	if (l->mode == QPS_ALOCK_SINGLE)
 		__atomic_store_n(&l->lib_want, 0, __ATOMIC_RELEASE);
 	qps_mutex_unlock(&l->m);
 }
 
-/* A library thread is in or about to be: step out and queue behind it on
- * the mutex, which every library thread holds while it is in. */
+/* The fast side's thread found it closed: step out and queue on the
+ * mutex, which every other thread holds while it is in. */
 void qps_alock_lock_app_slow(struct qps_alock *l)
 {
-	/* Release: pairs with the acquire in qps_alock_lock_lib's wait. */
+	/* Release: pairs with the acquire in qps_alock_close's wait. */
 	__atomic_store_n(&l->app_in, 0, __ATOMIC_RELEASE);
 	qps_mutex_lock(&l->m);
 	l->app_mutex = true;
+	if (l->mode == QPS_ALOCK_BIASED)
+		qps_alock_count(l, qps_alock_self());
+}
+
+/* Biased, a thread other than the owner (or any, before there is one). */
+void qps_alock_lock_other(struct qps_alock *l)
+{
+	uintptr_t self = qps_alock_self();
+
+	qps_mutex_lock(&l->m);
+	qps_alock_close(l);
+	/* Only now: the owner, until it is out, reads app_mutex as its own
+	 * (qps_alock_unlock). */
+	l->app_mutex = true;
+	qps_alock_count(l, self);
+}
+
+bool qps_alock_biased(const struct qps_alock *l)
+{
+	return l->mode == QPS_ALOCK_BIASED &&
+	       !__atomic_load_n(&l->lib_want, __ATOMIC_RELAXED);
 }

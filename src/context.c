@@ -168,8 +168,8 @@ static int qps_ctx_busy_poll(struct qps_ctx *ctx,
 	return 0;
 }
 
-/* attr, else $QPS_THREAD_MODE, else multi; single only where the
- * asymmetric lock can work (alock.h), multi otherwise. */
+/* attr, else $QPS_THREAD_MODE, else multi; the send queues' locks then
+ * get what membarrier allows (alock.h). */
 static int qps_ctx_thread_mode(struct qps_ctx *ctx,
 			       const struct qps_ctx_attr *attr)
 {
@@ -181,13 +181,17 @@ static int qps_ctx_thread_mode(struct qps_ctx *ctx,
 	} else if (env && *env) {
 		if (!strcmp(env, "single"))
 			mode = QPS_THREAD_MODE_SINGLE;
+		else if (!strcmp(env, "mutex"))
+			mode = QPS_THREAD_MODE_MUTEX;
 		else if (strcmp(env, "multi") != 0)
 			return -EINVAL;
 	}
-	if (mode > QPS_THREAD_MODE_SINGLE)
+	if (mode > QPS_THREAD_MODE_MUTEX)
 		return -EINVAL;
-	ctx->single_thread = mode == QPS_THREAD_MODE_SINGLE &&
-			     qps_alock_asym_available();
+	ctx->lock_mode = QPS_ALOCK_MUTEX;
+	if (mode != QPS_THREAD_MODE_MUTEX && qps_alock_asym_available())
+		ctx->lock_mode = mode == QPS_THREAD_MODE_SINGLE ?
+				 QPS_ALOCK_SINGLE : QPS_ALOCK_BIASED;
 	return 0;
 }
 

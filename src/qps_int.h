@@ -155,9 +155,9 @@ struct qps_ctx {
 	 * and checks those received (QPS_DEV_CAP_CSUM, raw transport,
 	 * unless $QPS_CSUM_OFFLOAD is off). */
 	bool csum_offload;
-	/* QPS_THREAD_MODE_SINGLE, and membarrier works: the send queues'
-	 * locks are asymmetric (alock.h). */
-	bool single_thread;
+	/* enum qps_alock_mode of the send queues' locks: the thread mode,
+	 * as far as membarrier allows (alock.h). */
+	uint8_t lock_mode;
 	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
 	uint32_t busy_poll_us;		/* endpoints' QPS_OPT_BUSY_POLL */
 	uint32_t ipfrag_mem;		/* reassembly cap, bytes (ipfrag.h) */

@@ -46,7 +46,7 @@ static int qps_sq_open(struct qps_ctx *ctx, struct qps_sq *sq, uint32_t idx)
 	sq->idx = idx;
 	sq->path = ctx->tx_ops;
 	sq->st = &ctx->stat.sq[idx];
-	qps_alock_init(&sq->lock, ctx->single_thread);
+	qps_alock_init(&sq->lock, ctx->lock_mode);
 	ret = ctx->ops->create_cq(ctx->dev, (int)ctx->tx_depth, &sq->cq);
 	if (ret < 0)
 		return ret;

@@ -247,10 +247,12 @@ void qps_stat_mods(struct qps_ctx *ctx, struct qps_stats *m)
 
 	m->tx_queues = ctx->nsq;
 	m->csum_offload = ctx->csum_offload;
-	m->thread_single = ctx->single_thread;
-	for (i = 0; i < ctx->nsq; i++)
+	m->thread_single = ctx->lock_mode == QPS_ALOCK_SINGLE;
+	for (i = 0; i < ctx->nsq; i++) {
 		m->tx_lock_barriers += __atomic_load_n(
 			&ctx->sq[i].lock.lib_entries, __ATOMIC_RELAXED);
+		m->tx_lock_biased += qps_alock_biased(&ctx->sq[i].lock);
+	}
 	if (qps_txq_stats(ctx->txq, &t) == 0) {
 		m->txq_picks_cached = t.picks_cached;
 		m->txq_picks_computed = t.picks_computed;

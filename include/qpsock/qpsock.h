@@ -86,17 +86,23 @@ enum qps_tx_policy {
 
 /*
  * Who may call into a context at once (struct qps_ctx_attr thread_mode).
- * SINGLE is a promise by the application, as VMA_THREAD_MODE=0 or
- * rdma-core's MLX5_SINGLE_THREADED: no two of its threads are ever in
- * calls on the context or its endpoints at the same time (a thread may
- * hand the context to another through its own locks). The send queues
- * then take no atomic instruction per call; qpsock's own threads (the
- * doorbell flusher) pay for it instead with membarrier(2). Breaking the
- * promise corrupts the send queues. docs/api.md "Thread mode".
+ * MULTI lets any threads in at once; each send queue's lock leans to the
+ * thread that sends alone on it (a run of calls with no other thread
+ * between), which then takes it with no atomic instruction until another
+ * thread comes (that one pays membarrier(2) once). SINGLE is a promise
+ * by the application, as VMA_THREAD_MODE=0 or rdma-core's
+ * MLX5_SINGLE_THREADED: no two of its threads are ever in calls on the
+ * context or its endpoints at the same time (a thread may hand the context
+ * to another through its own locks). Any thread then takes the send
+ * queues with no atomic instruction; qpsock's own threads (the doorbell
+ * flusher) pay with membarrier(2) at each entry. Breaking the promise
+ * corrupts the send queues. MUTEX is MULTI without the leaning: a plain
+ * lock. docs/api.md "Thread mode".
  */
 enum qps_thread_mode {
 	QPS_THREAD_MODE_MULTI = 0,	/* any threads at once (default) */
 	QPS_THREAD_MODE_SINGLE = 1,	/* one application thread at a time */
+	QPS_THREAD_MODE_MUTEX = 2,	/* any threads, plain locks */
 };
 
 /**
@@ -139,8 +145,9 @@ enum qps_thread_mode {
  *	as net.ipv4.ipfrag_time (default QPS_IPFRAG_TIME_DEFAULT_MS,
  *	1..QPS_IPFRAG_TIME_MAX_MS).
  * @thread_mode: enum qps_thread_mode (default QPS_THREAD_MODE_MULTI, or
- *	$QPS_THREAD_MODE "single" / "multi"). SINGLE falls back to MULTI
- *	where membarrier(2) is unavailable: qps_stats.thread_single says.
+ *	$QPS_THREAD_MODE "multi" / "single" / "mutex"). Where membarrier(2)
+ *	is unavailable every mode runs as MUTEX: qps_stats.thread_single
+ *	and tx_lock_biased say what the context got.
  */
 struct qps_ctx_attr {
 	uint64_t comp_mask;
@@ -358,9 +365,13 @@ struct qps_stats {
 	/* thread mode (docs/api.md "Thread mode") */
 	uint64_t thread_single;		/* gauge: 1 when the context runs
 					 * QPS_THREAD_MODE_SINGLE */
-	uint64_t tx_lock_barriers;	/* qpsock's own threads entering a
-					 * send queue of a single-threaded
-					 * context (one membarrier each) */
+	uint64_t tx_lock_barriers;	/* send queue entries that paid a
+					 * membarrier: qpsock's own threads
+					 * in a single-threaded context,
+					 * and any thread that found a
+					 * queue leaning to another */
+	uint64_t tx_lock_biased;	/* gauge: send queues whose lock
+					 * leans to one thread now */
 };
 
 /**

@@ -137,6 +137,15 @@ for m in MUT_NO_MEMBARRIER MUT_NO_WAIT MUT_APP_NO_CHECK \
 	check alock "-D$m" safety fail
 done
 
+# The same lock biased (multi-threaded contexts): two application threads
+# that may own it, a library thread, every thread's stores through TSO.
+check alock_bias "" safety pass
+check alock_bias "-DRUN=2 -DNLIB=0" safety pass
+for m in MUT_NO_MEMBARRIER MUT_NO_WAIT MUT_EARLY_APP_MUTEX MUT_OWNER_MOVES \
+	 REACH_FAST REACH_REOPEN REACH_CLOSE_WAITS; do
+	check alock_bias "-D$m" safety fail
+done
+
 # Three producers with two items each do not fit the hand-off model in
 # 6 GB; it gets more stalls (kicks) and a larger ring instead.
 if ((full)); then
@@ -152,6 +161,9 @@ if ((full)); then
 		pass "-DCOLLAPSE -O2"
 	check alock "-DNAPP=4 -DNLIB=2 -DNLIBR=2" safety pass "-DCOLLAPSE -O2"
 	check alock "-DNAPP=3 -DNLIB=3 -DNLIBR=2" safety pass "-DCOLLAPSE -O2"
+	check alock_bias "-DNAPP=4" safety pass "-DCOLLAPSE -O2"
+	check alock_bias "-DNAPP=4 -DRUN=2" safety pass "-DCOLLAPSE -O2"
+	check alock_bias "-DNLIB=2" safety pass "-DCOLLAPSE -O2"
 fi
 
 echo "run-models: $((total - bad))/$total checks as expected"
