@@ -41,7 +41,8 @@
  * says which mode the context ran ("thread_mode", from
  * qps_stats.thread_single) and how many of its send queues leaned to one
  * thread at the end ("tx_lock_biased": a multi-threaded context's biased
- * locks; 0 with QPS_THREAD_MODE=mutex).
+ * locks; 0 with QPS_THREAD_MODE=mutex) and the barriers its send queue
+ * locks paid ("tx_lock_barriers").
  *
  * Checksums: with hw the null device offloads them (QPS_DEV_CAP_CSUM: the
  * core leaves the fields 0 on send and skips verifying what the device
@@ -510,6 +511,7 @@ struct bc_result {
 	bool csum_hw;		/* the context offloaded checksums */
 	bool single;		/* the context ran QPS_THREAD_MODE_SINGLE */
 	uint64_t biased;	/* its send queues leaning to one thread */
+	uint64_t barriers;	/* its tx_lock_barriers */
 };
 
 /* Rounds 1..n of @rd (round 0 is the warm-up), per datagram. */
@@ -635,6 +637,7 @@ static int bc_run_case(const struct bc_case *c, const struct bc_opts *o,
 	res->csum_hw = st.csum_offload != 0;
 	res->single = st.thread_single != 0;
 	res->biased = st.tx_lock_biased;
+	res->barriers = st.tx_lock_barriers;
 	for (i = 0; i < r.neps; i++)
 		qps_ep_close(r.ep[i]);
 	qps_ctx_destroy(r.ctx);
@@ -660,7 +663,7 @@ static void bc_print(const struct bc_opts *o, const char *name,
 		printf("{\"bench\":\"core\",\"case\":\"%s\",\"provider\":"
 		       "\"null\",\"tx_path\":\"%s\",\"csum\":\"%s\","
 		       "\"thread_mode\":\"%s\",\"tx_lock_biased\":%llu,"
-		       "\"payload\":%d,"
+		       "\"tx_lock_barriers\":%llu,\"payload\":%d,"
 		       "\"dgrams\":%llu,\"dgrams_all\":%llu,"
 		       "\"ns_per_dgram\":%.1f,"
 		       "\"ns_median\":%.1f,\"cpu_ns_per_dgram\":%.1f,"
@@ -668,7 +671,8 @@ static void bc_print(const struct bc_opts *o, const char *name,
 		       "\"loadavg\":%.2f}\n", name, bc_path_name(o->path),
 		       res->csum_hw ? "hw" : "sw",
 		       res->single ? "single" : "multi",
-		       (unsigned long long)res->biased, BC_PAYLOAD,
+		       (unsigned long long)res->biased,
+		       (unsigned long long)res->barriers, BC_PAYLOAD,
 		       (unsigned long long)res->dgrams,
 		       (unsigned long long)res->dgrams_all, res->ns_best,
 		       res->ns_median, res->cpu_best, res->cpu_median, cyc,
