@@ -71,8 +71,11 @@ enum qps_alock_mode qps_alock_init(struct qps_alock *l,
 	return mode;
 }
 
-/* Under m: closes the fast side and waits for whoever is on it. */
-static void qps_alock_close(struct qps_alock *l)
+/* Under m: closes the fast side and waits for whoever is on it. @grow:
+ * an application thread closed a biased lock, so its owner's next run is
+ * made longer; the flusher's closings are bounded by the bursts it rings
+ * and leave it as it is. */
+static void qps_alock_close(struct qps_alock *l, bool grow)
 {
 	unsigned int spins = 0;
 
@@ -101,7 +104,7 @@ static void qps_alock_close(struct qps_alock *l)
 	__atomic_store_n(&l->lib_entries,
 			 __atomic_load_n(&l->lib_entries, __ATOMIC_RELAXED) + 1,
 			 __ATOMIC_RELAXED);
-	if (l->mode == QPS_ALOCK_BIASED && l->bias_run < QPS_ALOCK_BIAS_RUN_MAX)
+	if (grow && l->bias_run < QPS_ALOCK_BIAS_RUN_MAX)
 		l->bias_run *= 2;
 }
 
@@ -134,7 +137,7 @@ void qps_alock_lock_lib(struct qps_alock *l)
 	qps_mutex_lock(&l->m);
 	if (l->mode == QPS_ALOCK_MUTEX)
 		return;
-	qps_alock_close(l);
+	qps_alock_close(l, false);
 	l->last = 0;
 }
 
@@ -166,7 +169,7 @@ void qps_alock_lock_other(struct qps_alock *l)
 	uintptr_t self = qps_alock_self();
 
 	qps_mutex_lock(&l->m);
-	qps_alock_close(l);
+	qps_alock_close(l, true);
 	/* Only now: the owner, until it is out, reads app_mutex as its own
 	 * (qps_alock_unlock). */
 	l->app_mutex = true;

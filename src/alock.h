@@ -24,10 +24,11 @@
  *    no other thread between becomes its owner for good, and from then on
  *    the owner takes the fast side whenever the bias is on. Any other
  *    thread turns the bias off (one membarrier) and leaves it off; the
- *    owner turns it back on after another such run, and each turning off
- *    doubles the run needed (up to QPS_ALOCK_BIAS_RUN_MAX), so threads
- *    that take turns pay a barrier rarely and one that sends alone pays
- *    none.
+ *    owner turns it back on after another such run. Each turning off by
+ *    another application thread doubles the run needed (up to
+ *    QPS_ALOCK_BIAS_RUN_MAX), so threads that take turns pay a barrier
+ *    rarely and one that sends alone pays none; the flusher's, bounded by
+ *    the bursts it rings, do not.
  *  - mutex (QPS_THREAD_MODE_MUTEX), and wherever membarrier is missing
  *    (old kernel, seccomp, ThreadSanitizer builds: TSan cannot see its
  *    barrier): a plain mutex.
@@ -53,7 +54,8 @@ enum qps_alock_mode {
 };
 
 /* A biased lock's first run, and the longest it grows to: at most one
- * barrier per that many of the owner's entries, whatever the others do. */
+ * barrier per that many of the owner's entries, whatever the other
+ * application threads do. */
 #define QPS_ALOCK_BIAS_RUN	1024u
 #define QPS_ALOCK_BIAS_RUN_MAX	(1u << 16)
 

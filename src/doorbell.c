@@ -112,8 +112,8 @@ static uint64_t qps_db_check_sq(struct qps_sq *sq, uint64_t delay)
 	since = __atomic_load_n(&sq->db_since, __ATOMIC_RELAXED);
 	/* The clock after db_since: a burst armed since an earlier clock
 	 * read would pass for overdue by an unsigned wrap, and the lock
-	 * (a membarrier, in a single-threaded context) be taken for
-	 * nothing. */
+	 * (a membarrier, on a single-threaded or leaning one) be taken
+	 * for nothing. */
 	now = qps_now_ns();
 	if (!qps_db_overdue(now, since, delay))
 		return since + delay;

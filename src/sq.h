@@ -16,7 +16,8 @@
  * struct qps_ctx, qps_int.h). A sender holds one send queue's lock at a
  * time. The application's threads take it with qps_alock_lock, qpsock's
  * own threads (the flusher) with qps_alock_lock_lib: in a single-threaded
- * context only the latter pay an atomic (alock.h).
+ * context only the latter pay an atomic, in a multi-threaded one all but
+ * the thread the lock leans to (alock.h).
  *
  * Priority bands: a sender builds its frame under sq->lock, releases it
  * and hands the slot to sq->prio lock-free; the band owner's post callback

@@ -139,8 +139,8 @@ inline mutex_unlock(t)
 	atomic { sb_n[t] == 0 -> mutex = 0 }
 }
 
-/* qps_alock_close, under the mutex. */
-inline close(t)
+/* qps_alock_close, under the mutex; grow: an application thread's. */
+inline close(t, grow)
 {
 	load(t, V_WANT, v);
 	if
@@ -156,7 +156,7 @@ inline close(t)
 		(mem[V_APP_IN] == 0);
 #endif
 		if
-		:: bias_run < RUN_MAX -> bias_run = bias_run * 2
+		:: grow && bias_run < RUN_MAX -> bias_run = bias_run * 2
 		:: else -> skip
 		fi
 	:: else -> skip
@@ -219,9 +219,9 @@ proctype app(byte t)
 			mutex_lock(t);
 #ifdef MUT_EARLY_APP_MUTEX
 			store(t, V_APPMUTEX, 1);
-			close(t);
+			close(t, true);
 #else
-			close(t);
+			close(t, true);
 			store(t, V_APPMUTEX, 1);
 #endif
 			count(t)
@@ -259,7 +259,7 @@ proctype lib(byte t)
 
 	/* qps_alock_lock_lib */
 	mutex_lock(t);
-	close(t);
+	close(t, false);
 	last = 0;
 	section(t);
 	/* qps_alock_unlock_lib: the fast side stays closed */
