@@ -22,10 +22,11 @@
  * QPS_CTX_ATTR_THREAD_MODE. On a single-threaded context the flusher
  * enters the send queue through membarrier(2), which interrupts the
  * receiver's busy CPU too (on a multi-threaded one only while the queue
- * leans to the sender, which one datagram a round never makes it do); "both" runs each setting both ways side by
- * side, and each result says which mode the sender's context ran
- * ("thread_mode", from qps_stats.thread_single) and how many of the
- * flusher's entries paid a barrier ("barriers").
+ * leans to the sender, which one datagram a round never makes it do);
+ * "both" runs each setting both ways side by side, and each result says
+ * which mode the sender's context ran ("thread_mode", from
+ * qps_stats.thread_single) and how many of the flusher's entries paid a
+ * barrier ("barriers").
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

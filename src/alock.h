@@ -20,7 +20,7 @@
  *    of its threads call into the context at once): any application
  *    thread. Library threads clear the flag when they leave.
  *  - multi (the default): the lock is biased. It starts as a plain mutex;
- *    the first thread to take it a run of bias_after times in a row with
+ *    the first thread to take it a run of bias_run times in a row with
  *    no other thread between becomes its owner for good, and from then on
  *    the owner takes the fast side whenever the bias is on. Any other
  *    thread turns the bias off (one membarrier) and leaves it off; the
@@ -36,7 +36,7 @@
  * The owner never changes once set, so no thread but the owner ever
  * writes app_in in a biased lock: a thread that was never owner cannot
  * read itself as owner, however stale its look. tests/model/alock.pml
- * checks both protocols under TSO.
+ * and tests/model/alock_bias.pml check the two under TSO.
  */
 #ifndef QPS_ALOCK_H
 #define QPS_ALOCK_H
