@@ -160,13 +160,13 @@ void qps_alock_lock_app_slow(struct qps_alock *l)
 	qps_mutex_lock(&l->m);
 	l->app_mutex = true;
 	if (l->mode == QPS_ALOCK_BIASED)
-		qps_alock_count(l, qps_alock_self());
+		qps_alock_count(l, qps_thread_id());
 }
 
 /* Biased, a thread other than the owner (or any, before there is one). */
 void qps_alock_lock_other(struct qps_alock *l)
 {
-	uintptr_t self = qps_alock_self();
+	uintptr_t self = qps_thread_id();
 
 	qps_mutex_lock(&l->m);
 	qps_alock_close(l, true);

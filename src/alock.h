@@ -41,11 +41,11 @@
 #ifndef QPS_ALOCK_H
 #define QPS_ALOCK_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "mutex.h"
+#include "thread_id.h"
 
 enum qps_alock_mode {
 	QPS_ALOCK_MUTEX,
@@ -89,16 +89,6 @@ void qps_alock_lock_other(struct qps_alock *l);
 /* Whether a biased lock leans to its owner now (for stats). */
 bool qps_alock_biased(const struct qps_alock *l);
 
-/* An id of the calling thread, never 0, unique among live threads. */
-static inline uintptr_t qps_alock_self(void)
-{
-#if defined(__has_builtin) && __has_builtin(__builtin_thread_pointer)
-	return (uintptr_t)__builtin_thread_pointer();
-#else
-	return (uintptr_t)pthread_self();
-#endif
-}
-
 /*
  * The application side: any thread of the application. In a single-
  * threaded context, no two of them may be in calls on the context at once
@@ -113,7 +103,7 @@ static inline void qps_alock_lock(struct qps_alock *l)
 	/* Relaxed: owner is set once, and only a thread that set it can
 	 * read itself there; the look at lib_want below decides. */
 	if (l->mode == QPS_ALOCK_BIASED &&
-	    __atomic_load_n(&l->owner, __ATOMIC_RELAXED) != qps_alock_self()) {
+	    __atomic_load_n(&l->owner, __ATOMIC_RELAXED) != qps_thread_id()) {
 		qps_alock_lock_other(l);
 		return;
 	}

@@ -55,7 +55,8 @@ struct qps_tx_meta {
 	uint32_t bytes;			/* payload bytes (tx_bytes) */
 	uint32_t hash;			/* flow hash, with QPS_TXM_FLOW */
 	uint32_t flags;
-	const void *who;		/* the producing thread's token */
+	uintptr_t who;			/* the producing thread's
+					 * qps_thread_id() */
 	/* With QPS_TXM_TS: whose datagram (the endpoint and which of its
 	 * openings), its number, what it asked for, when it was posted. */
 	struct qps_ep *ts_ep;

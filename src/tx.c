@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "sq.h"
+#include "thread_id.h"
 #include "tx_wait.h"
 #include "txts.h"
 #include "ud.h"
@@ -42,9 +43,6 @@
 #define QPS_TX_HOT static inline __attribute__((always_inline))
 #define QPS_TX_APART static __attribute__((noinline))
 #define QPS_TX_COLD static __attribute__((noinline, cold))
-
-/* Its address tells the band owner whether it posts its own frame. */
-static _Thread_local char qps_tx_self;
 
 void qps_tx_slot_put(struct qps_sq *sq, uint32_t slot)
 {
@@ -390,7 +388,7 @@ QPS_TX_HOT void qps_tx_post_burst_locked(struct qps_sq *sq, void **items,
 					 unsigned int n, bool more,
 					 const struct qps_tx_frame *f)
 {
-	const void *last_who = NULL;
+	uintptr_t last_who = 0;
 	bool plain = n == 0;
 	unsigned int i;
 
@@ -416,7 +414,7 @@ QPS_TX_HOT void qps_tx_post_burst_locked(struct qps_sq *sq, void **items,
 	if (!more && sq->unrung) {
 		if (plain)
 			qps_db_ring_locked(sq, QPS_TXF_SEND);
-		else if (last_who != &qps_tx_self)
+		else if (last_who != qps_thread_id())
 			qps_db_defer_locked(sq);
 	}
 }
@@ -946,7 +944,7 @@ static int qps_tx_frags(struct qps_ep *ep, struct qps_tx_run *r,
 			.flags = (flow ? QPS_TXM_FLOW : 0) |
 				 (!last || more ? QPS_TXM_MORE : 0) |
 				 (off ? QPS_TXM_FRAG : 0),
-			.who = &qps_tx_self,
+			.who = qps_thread_id(),
 		};
 		/* Its transmit time is its last fragment's: the datagram is
 		 * out once that is. */
@@ -1146,7 +1144,7 @@ QPS_TX_HOT int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	m->hash = hash;
 	m->flags = (dst ? QPS_TXM_FLOW : 0) | (more ? QPS_TXM_MORE : 0) |
 		   (ctx->csum_offload ? QPS_TXM_CSUM : 0);
-	m->who = &qps_tx_self;
+	m->who = qps_thread_id();
 	qps_txts_meta(ep, m);
 	/* Parked until posted: the flow table holds its flow on this QP. */
 	qps_txq_park(ctx->txq, (int)sq->idx, 1);

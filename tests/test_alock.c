@@ -256,7 +256,7 @@ static void test_biased_runs(void)
 	/* The run's last entry opens the fast side for the next one. */
 	EQ(biased_until_fast(&l, 10 * QPS_ALOCK_BIAS_RUN),
 	   QPS_ALOCK_BIAS_RUN + 1);
-	EQ(__atomic_load_n(&l.owner, __ATOMIC_RELAXED), qps_alock_self());
+	EQ(__atomic_load_n(&l.owner, __ATOMIC_RELAXED), qps_thread_id());
 	CU_ASSERT(qps_alock_biased(&l));
 	qps_alock_lock(&l);
 	EQ(__atomic_load_n(&l.app_in, __ATOMIC_RELAXED), 1);
@@ -272,7 +272,7 @@ static void test_biased_runs(void)
 	CU_ASSERT(q.via_mutex);
 	EQ(__atomic_load_n(&l.lib_entries, __ATOMIC_RELAXED), 1);
 	CU_ASSERT(!qps_alock_biased(&l));
-	EQ(__atomic_load_n(&l.owner, __ATOMIC_RELAXED), qps_alock_self());
+	EQ(__atomic_load_n(&l.owner, __ATOMIC_RELAXED), qps_thread_id());
 	EQ(biased_until_fast(&l, 10 * QPS_ALOCK_BIAS_RUN),
 	   2 * QPS_ALOCK_BIAS_RUN + 1);
 

@@ -266,7 +266,7 @@ static void *more_send(void *arg)
 	return NULL;
 }
 
-/* Send from a thread of its own (its own qps_tx_self token). */
+/* Send from a thread of its own (its own qps_thread_id()). */
 static ssize_t send_from_thread(struct qps_ep *ep, int flags)
 {
 	struct more_sender m = { .ep = ep, .flags = flags };
