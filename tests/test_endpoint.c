@@ -1831,6 +1831,67 @@ static void test_rcvbuf(void)
 	t_suite_end();
 }
 
+/* qps_ep_requeue: a datagram another context received, queued as if
+ * this one's device had delivered it, through the endpoint's filters. */
+static void test_requeue(void)
+{
+	char wire[64], in[128], big[65508];
+	struct qps_ctx *a;
+	struct qps_ep *rx, *unbound;
+	struct qps_rxmsg m = { 0 }, got = { 0 };
+	struct sockaddr_in peer = t_sin(IP_B, 7777);
+	struct sockaddr_in other = t_sin("10.0.0.8", 7777);
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "ep-requeue");
+	a = t_suite_ctx(wire, IP_A);
+	/* The peer's address resolves for connect. */
+	(void)t_suite_ctx(wire, IP_B);
+	rx = mkep(a, IP_A, 4100);
+	EQ_FATAL(qps_ep_create(a, QPS_EP_DGRAM, &unbound), 0);
+
+	m.buf = "handed on";
+	m.len = 9;
+	m.src = peer;
+	EQ(qps_ep_requeue(unbound, &m), -EINVAL);
+	EQ(qps_ep_requeue(rx, NULL), -EFAULT);
+	EQ(qps_ep_requeue(NULL, &m), -EBADF);
+	m.buf = big;
+	m.len = sizeof(big);
+	EQ(qps_ep_requeue(rx, &m), -EMSGSIZE);
+	m.buf = "handed on";
+	m.len = 9;
+	m.src.sin_family = AF_INET6;
+	EQ(qps_ep_requeue(rx, &m), -EAFNOSUPPORT);
+	m.src = peer;
+
+	/* A zero destination is the endpoint's own name. */
+	EQ(qps_ep_requeue(rx, &m), 0);
+	got.buf = in;
+	got.len = sizeof(in);
+	EQ(qps_recvmsg(rx, &got, QPS_MSG_DONTWAIT), 9);
+	CU_ASSERT(memcmp(in, "handed on", 9) == 0);
+	EQ(got.src.sin_addr.s_addr, peer.sin_addr.s_addr);
+	EQ(got.src.sin_port, peer.sin_port);
+
+	/* Connected: what the endpoint would refuse, it refuses. */
+	EQ(qps_connect(rx, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	m.src = other;
+	EQ(qps_ep_requeue(rx, &m), 0);
+	m.src = peer;
+	m.buf = "second";
+	m.len = 6;
+	EQ(qps_ep_requeue(rx, &m), 0);
+	memset(&got, 0, sizeof(got));
+	got.buf = in;
+	got.len = sizeof(in);
+	EQ(qps_recvmsg(rx, &got, QPS_MSG_DONTWAIT), 6);
+	CU_ASSERT(memcmp(in, "second", 6) == 0);
+	EQ(qps_recvmsg(rx, &got, QPS_MSG_DONTWAIT), -EAGAIN);
+	EQ(qps_ep_close(unbound), 0);
+	t_suite_end();
+}
+
 /* ------------------------------------------------------------------ */
 
 static CU_TestInfo tests[] = {
@@ -1851,6 +1912,7 @@ static CU_TestInfo tests[] = {
 	{ "unreachable destinations", test_unreachable },
 	{ "stats", test_stats },
 	{ "RCVBUF limit and drop accounting", test_rcvbuf },
+	{ "qps_ep_requeue", test_requeue },
 	CU_TEST_INFO_NULL,
 };
 

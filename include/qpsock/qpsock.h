@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define QPS_VERSION_MAJOR 0
-#define QPS_VERSION_MINOR 5
+#define QPS_VERSION_MINOR 6
 
 struct qps_ctx;
 struct qps_ep;
@@ -674,6 +674,17 @@ struct qps_rxmsg {
  * -EFAULT: @msg NULL, or @msg->buf NULL with @msg->len > 0.
  */
 ssize_t qps_recvmsg(struct qps_ep *ep, struct qps_rxmsg *msg, int flags);
+
+/**
+ * qps_ep_requeue - queue on @ep's context, as if its device had just
+ * received it, the datagram @m describes (@m->buf, @m->len from @m->src to
+ * @m->dst; a zero @m->dst is @ep's own name): it goes through the demux
+ * and @ep's filters like any other. For handing a socket's queued
+ * datagrams from one process to another. -EINVAL when @ep is not bound,
+ * -EMSGSIZE over 65507 bytes, -EAFNOSUPPORT, -EOPNOTSUPP on a UD context,
+ * -EFAULT, -ENOMEM.
+ */
+int qps_ep_requeue(struct qps_ep *ep, const struct qps_rxmsg *m);
 
 #define QPS_TXTS_SOFTWARE 0x1	/* @sw_ns is set */
 #define QPS_TXTS_DEVICE 0x2	/* @dev_ns is set */
