@@ -112,6 +112,19 @@ static int hold(int fd, struct in_addr addr, uint16_t *port,
 		ret = set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1);
 	if (ret < 0)
 		return ret;
+	/* An adopted socket another process bound for an endpoint of its
+	 * own (a socket inherited across fork) already holds the port: the
+	 * kernel cannot bind it twice, and need not. */
+	if (getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
+		return -errno;
+	if (sin.sin_port != 0) {
+		if ((*port && sin.sin_port != *port) ||
+		    sin.sin_addr.s_addr != addr.s_addr)
+			return -EINVAL;
+		*port = sin.sin_port;
+		return 0;
+	}
+	len = sizeof(sin);
 	sin.sin_addr = addr;
 	sin.sin_port = *port;
 	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
