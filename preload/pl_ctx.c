@@ -22,9 +22,8 @@
  * after the teardown is the plain kernel socket behind it.
  *
  * fork(): the core answers -ECHILD for a context inherited by a child
- * (api.md). The child's inherited offloaded fds stay mapped, so their
- * data calls fail with EBADFD and close() closes only the child's copy;
- * the child's own new sockets open a context of their own.
+ * (api.md); the child's own sockets open a context of their own, and an
+ * inherited socket moves to the process that uses it (pl_fork.c).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -40,12 +39,13 @@
 #include "preload.h"
 
 int pl_state = PL_BEFORE;
-static pid_t pl_pid;	/* ours; a vfork child runs no atfork handler */
+pid_t pl_self;	/* ours; a vfork child runs no atfork handler */
 struct pl_ctx_info pl_ctx_info;
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct qps_ctx *ctx;
 static bool ctx_failed;
+static struct in_addr inherit_addr;	/* a fork parent's, on emu */
 
 /* Stats lines of sockets already closed, printed at exit. */
 struct pl_line {
@@ -100,6 +100,9 @@ struct qps_ctx *pl_ctx_get(void)
 		if (pl_conf.addr.s_addr != INADDR_ANY) {
 			attr.comp_mask |= QPS_CTX_ATTR_ADDR;
 			attr.addr = pl_conf.addr;
+		} else if (inherit_addr.s_addr != INADDR_ANY) {
+			attr.comp_mask |= QPS_CTX_ATTR_ADDR;
+			attr.addr = inherit_addr;
 		}
 		ret = qps_ctx_create(&attr, &c);
 		/* The address is another context's on this wire: this is a
@@ -143,20 +146,25 @@ void pl_stats_keep(const char *line)
 
 bool pl_vforked(void)
 {
-	return getpid() != __atomic_load_n(&pl_pid, __ATOMIC_RELAXED);
+	return getpid() != __atomic_load_n(&pl_self, __ATOMIC_RELAXED);
 }
 
 static void atfork_child(void)
 {
-	__atomic_store_n(&pl_pid, getpid(), __ATOMIC_RELAXED);
+	__atomic_store_n(&pl_self, getpid(), __ATOMIC_RELAXED);
 	/* Every lock a parent thread may have held at the fork. */
 	pl_fdtab_atfork_child();
 	pl_sock_atfork_child();
 	pl_epoll_atfork_child();
+	pl_fork_atfork_child();
 	pthread_mutex_init(&ctx_lock, NULL);
 	pthread_mutex_init(&lines_lock, NULL);
 	/* The parent's context stays the parent's (the core leaves it
-	 * alone here); the child opens its own when it needs one. */
+	 * alone here); the child opens its own when it needs one, at the
+	 * parent's address where it can (emu: the address a socket it
+	 * takes over was served at, pl_fork.c). */
+	if (ctx && pl_ctx_info.emu)
+		inherit_addr = pl_ctx_info.addr;
 	ctx = NULL;
 	ctx_failed = false;
 	lines_head = NULL;
@@ -172,13 +180,13 @@ static void pl_fini(void *unused);
 __attribute__((constructor)) static void pl_init(void)
 {
 	pl_sym_ready();
-	pl_pid = getpid();
+	pl_self = getpid();
 	pl_conf_load();
 	if (pl_fdtab_init() < 0) {
 		pl_log("cannot allocate the fd table: nothing is offloaded");
 		return;
 	}
-	pthread_atfork(NULL, NULL, atfork_child);
+	pthread_atfork(pl_fork_prepare, NULL, atfork_child);
 	if (__cxa_atexit(pl_fini, NULL, NULL) != 0) {
 		pl_log("cannot register the exit teardown: nothing is "
 		       "offloaded");

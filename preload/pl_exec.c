@@ -19,8 +19,8 @@
  * image does the same with the whole list.
  *
  * Not in a vfork child (it shares our memory, the parent's sockets are
- * not its own), and not for sockets a fork child inherited (their
- * context is the parent's): those stay the plain kernel socket.
+ * not its own), and not for sockets a fork shared with other processes
+ * (pl_fork.c): those stay the plain kernel socket.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -110,7 +110,11 @@ static void record_one(struct pl_buf *b, int fd, struct pl_sock *s)
 	int fl = pl_real.fcntl(fd, F_GETFD);
 	size_t len;
 
-	if (s->pid != getpid() || qps_ep_stats(s->ep, &c, sizeof(c)) < 0)
+	/* A socket a fork shared is one open file other processes hold:
+	 * it is released by the teardown (pl_fork.c) and the new image
+	 * gets the kernel socket, which queues until a process takes it. */
+	if (s->share || s->pid != getpid() ||
+	    qps_ep_stats(s->ep, &c, sizeof(c)) < 0)
 		return;
 	addr_port(l, sizeof(l), &c.local);
 	addr_port(p, sizeof(p), &c.peer);
@@ -130,7 +134,7 @@ static char *record(void)
 	int fd;
 
 	for (fd = pl_fdtab_next(0); fd >= 0; fd = pl_fdtab_next(fd + 1)) {
-		struct pl_sock *s = pl_get(fd);
+		struct pl_sock *s = pl_ref(fd);
 
 		if (s) {
 			record_one(&b, fd, s);

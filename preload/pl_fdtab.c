@@ -127,7 +127,7 @@ bool pl_mapped(int fd)
 	return sl && __atomic_load_n(sl, __ATOMIC_RELAXED);
 }
 
-struct pl_sock *pl_get(int fd)
+struct pl_sock *pl_ref(int fd)
 {
 	struct pl_sock **sl = slot(fd);
 
@@ -146,6 +146,22 @@ struct pl_sock *pl_get(int fd)
 		}
 		pl_unref(s);
 	}
+}
+
+struct pl_sock *pl_get(int fd)
+{
+	struct pl_sock *s = pl_ref(fd);
+
+	if (__builtin_expect(!s || !s->share, 1) || pl_fork_served(s) ||
+	    pl_fork_claim(s))
+		return s;
+	/* Another process serves it. emu has no kernel path to its wire:
+	 * the calls fail there (EBADFD) rather than leave through a
+	 * kernel route. */
+	if (pl_ctx_info.emu)
+		return s;
+	pl_put(s);
+	return NULL;
 }
 
 void pl_unref(struct pl_sock *s)
@@ -195,7 +211,7 @@ void pl_dup_map(int oldfd, int newfd)
 
 	if ((!pl_mapped(oldfd) && !pl_mapped(newfd)) || pl_vforked())
 		return;
-	s = pl_get(oldfd);
+	s = pl_ref(oldfd);
 	/* dup2/dup3 closed whatever @newfd was; forget it first. */
 	old = pl_remove(newfd);
 	if (s && pl_install(newfd, s) < 0)
@@ -215,6 +231,15 @@ int pl_fdtab_next(int fd)
 		if (__atomic_load_n(&tab[fd], __ATOMIC_RELAXED))
 			return fd;
 	return -1;
+}
+
+int pl_fdtab_count(const struct pl_sock *s)
+{
+	int fd, n = 0;
+
+	for (fd = pl_fdtab_next(0); fd >= 0; fd = pl_fdtab_next(fd + 1))
+		n += __atomic_load_n(&tab[fd], __ATOMIC_RELAXED) == s;
+	return n;
 }
 
 void pl_fdtab_clear(void)

@@ -34,11 +34,12 @@ static bool readable(struct pl_sock *s)
 
 /* The offloaded entries of @fds that ask for input, with references. */
 static size_t find_offloaded(const struct pollfd *fds, nfds_t n,
-			     struct pl_pslot *out)
+			     struct pl_pslot *out, bool *waiting)
 {
 	size_t k = 0;
 	nfds_t i;
 
+	*waiting = false;
 	for (i = 0; i < n; i++) {
 		struct pl_sock *s;
 
@@ -48,7 +49,9 @@ static size_t find_offloaded(const struct pollfd *fds, nfds_t n,
 		if (!s)
 			continue;
 		if (qps_ep_fd(s->ep) < 0) {
-			/* Inherited across fork: the kernel socket's view. */
+			/* Served by another process (emu, pl_fork.c): the
+			 * kernel socket's view until this one takes it. */
+			*waiting = *waiting || s->share;
 			pl_put(s);
 			continue;
 		}
@@ -132,7 +135,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 {
 	struct pl_pslot ostack[PL_POLL_STACK], *o = ostack;
 	struct pollfd astack[2 * PL_POLL_STACK], *all = astack;
-	int64_t spin_end;
+	int64_t spin_end, end;
+	bool waiting;
 	int r, busy = 0;
 	size_t j, k;
 
@@ -146,7 +150,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 			return -1;
 		}
 	}
-	k = find_offloaded(fds, n, o);
+again:
+	k = find_offloaded(fds, n, o, &waiting);
 	memcpy(all, fds, n * sizeof(*fds));
 	for (j = 0; j < k; j++) {
 		int b = pl_busy_us(o[j].s);
@@ -157,15 +162,23 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 		busy = b > busy ? b : busy;
 	}
 	spin_end = pl_spin_end(busy, deadline);
+	end = deadline;
+	if (waiting) {
+		int64_t step = pl_now_ns() + PL_FORK_STEP_MS * 1000000LL;
+
+		end = deadline < 0 || step < deadline ? step : deadline;
+	}
 	do {
 		/* While spinning the kernel only looks (a deadline now). */
 		int64_t now = pl_now_ns();
 
 		r = wait_merge(fds, n, all, o, k,
-			       now < spin_end ? now : deadline, mask);
-	} while (r == 0 && (deadline < 0 || pl_now_ns() < deadline));
+			       now < spin_end ? now : end, mask);
+	} while (r == 0 && (end < 0 || pl_now_ns() < end));
 	for (j = 0; j < k; j++)
 		pl_put(o[j].s);
+	if (r == 0 && waiting && (deadline < 0 || pl_now_ns() < deadline))
+		goto again;
 	if (o != ostack) {
 		free(o);
 		free(all);

@@ -121,6 +121,7 @@ ssize_t pl_recvmsg_sock(struct pl_sock *s, struct msghdr *msg, int flags)
 {
 	char stack[PL_SCATTER_STACK];
 	struct qps_rxmsg m = { 0 };
+	int64_t deadline = 0;
 	size_t i, total = 0;
 	int qf;
 	long r = rx_flags(flags, &qf);
@@ -146,7 +147,8 @@ ssize_t pl_recvmsg_sock(struct pl_sock *s, struct msghdr *msg, int flags)
 	do {
 		pl_sig_clear();
 		r = qps_recvmsg(s->ep, &m, qf);
-	} while (r == -EINTR && !s->rcvtimeo && pl_sig_restart());
+	} while ((r == -EINTR && !s->rcvtimeo && pl_sig_restart()) ||
+		 pl_fork_wait(s, &r, flags, true, &deadline));
 	r = rx_ret(r);
 	if (r >= 0) {
 		if (msg->msg_iovlen > 1)
@@ -182,6 +184,7 @@ PL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 static long recvfrom_sock(struct pl_sock *s, void *buf, size_t len,
 			  int flags, struct sockaddr *src, socklen_t *slen)
 {
+	int64_t deadline = 0;
 	int qf;
 	long r = rx_flags(flags, &qf);
 
@@ -193,7 +196,8 @@ static long recvfrom_sock(struct pl_sock *s, void *buf, size_t len,
 		pl_sig_clear();
 		r = src ? qps_recvfrom(s->ep, buf, len, qf, src, slen) :
 			  qps_recv(s->ep, buf, len, qf);
-	} while (r == -EINTR && !s->rcvtimeo && pl_sig_restart());
+	} while ((r == -EINTR && !s->rcvtimeo && pl_sig_restart()) ||
+		 pl_fork_wait(s, &r, flags, true, &deadline));
 	return rx_ret(r);
 }
 

@@ -41,6 +41,7 @@ static long sent(struct pl_sock *s, long r, int flags)
 static long send_sock(struct pl_sock *s, const void *buf, size_t len,
 		      int flags, const struct sockaddr *dest, socklen_t dlen)
 {
+	int64_t deadline = 0;
 	int qf;
 	long r = tx_flags(flags, &qf);
 
@@ -51,7 +52,8 @@ static long send_sock(struct pl_sock *s, const void *buf, size_t len,
 		pl_sig_clear();
 		r = dest ? qps_sendto(s->ep, buf, len, qf, dest, dlen) :
 			   qps_send(s->ep, buf, len, qf);
-	} while (r == -EINTR && !s->sndtimeo && pl_sig_restart());
+	} while ((r == -EINTR && !s->sndtimeo && pl_sig_restart()) ||
+		 pl_fork_wait(s, &r, flags, false, &deadline));
 	return sent(s, r, flags);
 }
 
@@ -209,6 +211,7 @@ static long mmsg_chunk(struct pl_sock *s, struct mmsghdr *v, unsigned int n,
 		       int qf)
 {
 	struct qps_msg m[PL_MMSG_CHUNK];
+	int64_t deadline = 0;
 	unsigned int i;
 	long r;
 
@@ -222,7 +225,10 @@ static long mmsg_chunk(struct pl_sock *s, struct mmsghdr *v, unsigned int n,
 		m[i].priority = -1;
 		m[i].result = 0;
 	}
-	r = qps_sendmmsg(s->ep, m, n, qf);
+	do
+		r = qps_sendmmsg(s->ep, m, n, qf);
+	while (pl_fork_wait(s, &r, qf & QPS_MSG_DONTWAIT ? MSG_DONTWAIT : 0,
+			    false, &deadline));
 	for (i = 0; r > 0 && i < (unsigned int)r; i++)
 		v[i].msg_len = (unsigned int)m[i].result;
 	return r;

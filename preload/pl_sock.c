@@ -105,8 +105,15 @@ void pl_sock_line(struct pl_sock *s, char *buf, size_t size)
 /* The line is taken while the endpoint is open, once. */
 static void sock_close_ep(struct pl_sock *s)
 {
+	bool release;
+
 	if (!s->ep)
 		return;
+	/* A parent's endpoint, inherited: the core touches nothing of it. */
+	if (s->pid != pl_self) {
+		s->ep = NULL;
+		return;
+	}
 	if (pl_conf.stats && !s->fell_back) {
 		char line[256];
 
@@ -114,8 +121,28 @@ static void sock_close_ep(struct pl_sock *s)
 		if (line[0])
 			pl_stats_keep(line);
 	}
+	release = pl_fork_owned(s);
+	if (release)
+		pl_fork_release_begin(s);
 	qps_ep_close(s->ep);
 	s->ep = NULL;
+	if (release)
+		pl_fork_release_end(s);
+}
+
+void pl_sock_release_ep(struct pl_sock *s)
+{
+	sock_close_ep(s);
+}
+
+void pl_live_each(void (*fn)(struct pl_sock *s, void *arg), void *arg)
+{
+	struct pl_sock *s;
+
+	pthread_mutex_lock(&live_lock);
+	for (s = live; s; s = s->next)
+		fn(s, arg);
+	pthread_mutex_unlock(&live_lock);
 }
 
 void pl_sock_free(struct pl_sock *s)
@@ -124,6 +151,7 @@ void pl_sock_free(struct pl_sock *s)
 
 	live_del(s);
 	sock_close_ep(s);
+	pl_fork_unmap(s);
 	if (s->kfd >= 0)
 		pl_real.close(s->kfd);
 	pl_sock_release(s);

@@ -18,6 +18,8 @@
  *   pl_signal.c sigaction, signal: SA_RESTART for blocking calls
  *   pl_exec.c   exec*: offloaded fds left open are offloaded again in
  *               the new image
+ *   pl_fork.c   fork: one process at a time serves a shared socket; it
+ *               moves, with its queued datagrams, to the one that uses it
  *   pl_syscall.c syscall(): the same numbers to the calls above
  *
  * The qpsock core returns -errno and never touches errno; the interposed
@@ -130,6 +132,9 @@ void pl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* pl_ctx.c */
 enum pl_state { PL_BEFORE, PL_RUNNING, PL_AFTER };
 extern int pl_state;		/* enum pl_state, atomic */
+/* This process's pid, kept by the fork child handler (getpid() is a
+ * system call). */
+extern pid_t pl_self;
 /* True in a vfork child: it shares our memory (the fd table too) but has
  * its own fds, so its close/dup must not touch the table. */
 bool pl_vforked(void);
@@ -175,6 +180,8 @@ struct pl_sock {
 	 * needs a port): joined by pl_joins_apply() once bound. */
 	struct qps_mreq pending[PL_PENDING_JOINS];
 	int npending;
+	/* Made at the first fork that saw it (pl_fork.c): who serves it. */
+	struct pl_share *share;
 	struct pl_sock *next, *prev;	/* pl_live list */
 };
 
@@ -183,8 +190,11 @@ int pl_fdtab_init(void);
 struct pl_sock *pl_sock_alloc(void);
 void pl_sock_release(struct pl_sock *s);
 /* A reference for a call on @fd's socket, counted in pl_inside until
- * pl_put() gives it back. */
+ * pl_put() gives it back. A socket shared across fork that another
+ * process serves is the kernel socket's (NULL) on packet and verbs. */
 struct pl_sock *pl_get(int fd);
+/* As pl_get, whoever serves it: for dup and exec, which pass it on. */
+struct pl_sock *pl_ref(int fd);
 /* Calls of this thread inside an offloaded socket or the core (pl_get,
  * pl_wait.c, making a socket): an exit() from a signal handler that
  * interrupted one must not wait for it, nor take the core's locks. */
@@ -200,6 +210,8 @@ int pl_install(int fd, struct pl_sock *s);
 struct pl_sock *pl_remove(int fd);
 /* Makes @newfd (a duplicate of @oldfd just made) name @oldfd's socket. */
 void pl_dup_map(int oldfd, int newfd);
+/* How many fds name @s. */
+int pl_fdtab_count(const struct pl_sock *s);
 /* The first mapped fd from @fd on, or -1. */
 int pl_fdtab_next(int fd);
 /* Unmaps every fd, for the exit teardown. */
@@ -215,7 +227,39 @@ void pl_sock_fallback(int fd, struct pl_sock *s, const char *why);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
 void pl_sock_atfork_child(void);
 void pl_live_close_all(void);
+/* Closes @s's endpoint (a fork releasing it); the socket stays mapped. */
+void pl_sock_release_ep(struct pl_sock *s);
+/* @fn on every socket not yet freed, under the list's lock. */
+void pl_live_each(void (*fn)(struct pl_sock *s, void *arg), void *arg);
 int pl_live_count(void);
+
+/* pl_fork.c */
+struct pl_share;
+void pl_fork_prepare(void);
+void pl_fork_atfork_child(void);
+/* Around closing the endpoint of a socket a fork shared, in its owner:
+ * what a taker needs is written down, then nobody owns it. */
+void pl_fork_release_begin(struct pl_sock *s);
+void pl_fork_release_end(struct pl_sock *s);
+void pl_fork_unmap(struct pl_sock *s);
+/* Whether @s was shared by a fork and this process serves it now. */
+bool pl_fork_owned(const struct pl_sock *s);
+/* Makes this process serve @s if nobody else does; true when it does. */
+bool pl_fork_claim(struct pl_sock *s);
+/* After a data call's result @r: -ECHILD on a socket another process
+ * serves (emu) makes a blocking call wait, in steps of PL_FORK_STEP_MS,
+ * until this process takes it (true: call again) or the socket's
+ * timeout (@rx: SO_RCVTIMEO, else SO_SNDTIMEO; @deadline starts 0)
+ * passes; a non-blocking one gets -EAGAIN. */
+#define PL_FORK_STEP_MS 10
+bool pl_fork_wait(struct pl_sock *s, long *r, int flags, bool rx,
+		  int64_t *deadline);
+static inline bool pl_fork_served(const struct pl_sock *s)
+{
+	/* Acquire: pairs with the release of s->pid after s->ep when a
+	 * process takes the socket (pl_fork.c). */
+	return __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE) == pl_self && s->ep;
+}
 
 /* pl_policy.c: whether a fresh socket stays offloaded at its bind, its
  * connect or first send with a destination, or a membership asked

@@ -28,6 +28,10 @@
 #             the same sockets;
 #   python    test_preload.py (stdlib only) under the preload, and a
 #             program exec'd by a shell under qpsock-run;
+#   fork      test_preload_fork: a daemon, prefork workers and a fork per
+#             request serving kernel clients from qpsock-run, on emu (the
+#             daemon) and on packet between two namespaces; needs root for
+#             packet;
 #   packet    sockperf under qpsock-run --provider packet in one network
 #             namespace against a kernel sockperf in another (a veth pair
 #             this script makes and deletes), both directions; needs root.
@@ -352,6 +356,38 @@ packet)
 		[[ -n "$got" && "$got" -gt 0 && -n "$n" && "$n" -ge "$got" ]] ||
 			fail "sockperf ($dir): $got replies, qpsock rx '$n'"
 	done
+	;;
+fork)
+	# $calls is test_preload_fork here: the client on the kernel, the
+	# server it starts under qpsock-run. emu first (on the wire, both
+	# sides preloaded; the daemon case alone: docs/preload.md "fork"),
+	# then packet between two namespaces against the kernel client.
+	export PL_FORK_LOG=$tmp/emu.log PL_FORK_QPSOCK=1 PL_FORK_CASES=1
+	PL_TEST_ADDR=198.18.0.1 \
+		PL_FORK_SERVER="sh $2 --stats --addr 198.18.0.1" \
+		"${run[@]}" --addr 198.18.0.2 "$calls" ||
+		{ cat "$PL_FORK_LOG"; fail "fork cases on emu"; }
+	if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null; then
+		echo "test_preload fork: packet part skipped: needs root and ip"
+		exit 0
+	fi
+	ns_a=plfa$$ ns_b=plfb$$ if_a=plfva$$ if_b=plfvb$$
+	if ! { ip netns add "$ns_a" && ip netns add "$ns_b" &&
+		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
+			netns "$ns_b" &&
+		ip -n "$ns_a" addr add 10.79.1.1/24 dev "$if_a" &&
+		ip -n "$ns_b" addr add 10.79.1.2/24 dev "$if_b" &&
+		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+		ip -n "$ns_a" link set "$if_a" up &&
+		ip -n "$ns_b" link set "$if_b" up; }; then
+		echo "test_preload fork: packet part skipped: cannot make namespaces here"
+		exit 0
+	fi
+	export PL_FORK_LOG=$tmp/packet.log PL_FORK_CASES=7
+	PL_TEST_ADDR=10.79.1.1 \
+		PL_FORK_SERVER="ip netns exec $ns_a sh $2 --stats --provider packet --dev $if_a" \
+		ip netns exec "$ns_b" "$calls" ||
+		{ cat "$PL_FORK_LOG"; fail "fork cases on packet"; }
 	;;
 *)
 	fail "unknown part $part"
