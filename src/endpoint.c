@@ -86,26 +86,35 @@ static bool qps_port_conflict(struct qps_ctx *ctx, const struct qps_ep *ep,
 static int qps_ep_hold_port(struct qps_ep *ep, uint32_t addr, uint16_t *port)
 {
 	struct qps_ctx *ctx = ep->ctx;
+	bool host_rx = ep->host_rx && ep->adopt_fd >= 0;
 	/* A wildcard endpoint receives what reaches the context's address
 	 * (and groups and broadcast, for which the kernel sends no ICMP):
 	 * that is the port it holds, which the host's other addresses may
-	 * still use, as for a kernel socket bound to it. */
-	struct in_addr a = { .s_addr = addr == INADDR_ANY ?
+	 * still use, as for a kernel socket bound to it. With HOST_RX the
+	 * socket receives for the host's other addresses itself: it is
+	 * bound as asked. */
+	struct in_addr a = { .s_addr = addr == INADDR_ANY && !host_rx ?
 				       ctx->info.addr.s_addr : addr };
 	unsigned int flags = (ep->reuseaddr ? QPS_HOLD_REUSEADDR : 0) |
-			     (ep->reuseport ? QPS_HOLD_REUSEPORT : 0);
+			     (ep->reuseport ? QPS_HOLD_REUSEPORT : 0) |
+			     (host_rx ? QPS_HOLD_HOST_RX : 0);
 	int fd = ctx->ops->hold_port(ctx->dev, ep->adopt_fd, a, port, flags);
 
+	/* The core's table alone holds the port (emu): with HOST_RX the
+	 * socket is bound once the port is chosen (qps_bind_locked). */
 	if (fd == -EOPNOTSUPP)
 		return 0;
 	if (fd < 0)
 		return fd;
 	ep->kfd = fd;
+	if (host_rx)
+		qps_rx_host_start(ep);
 	return 0;
 }
 
 static void qps_ep_release_port(struct qps_ep *ep)
 {
+	qps_rx_host_stop(ep);
 	/* An adopted socket stays bound: the kernel cannot unbind one, and
 	 * its owner closes it. */
 	if (ep->kfd >= 0 && ep->kfd != ep->adopt_fd)
@@ -149,6 +158,8 @@ static int qps_bind_locked(struct qps_ep *ep, uint32_t addr, uint16_t port)
 	ep->local.sin_family = AF_INET;
 	ep->local.sin_addr.s_addr = addr;
 	ep->local.sin_port = port;
+	if (ep->host_rx && ep->adopt_fd >= 0 && ep->kfd < 0)
+		qps_rx_host_bind(ep, addr, port);
 	qps_bind_link_locked(ep);
 	/* Release: ep->local is set before a sender that sees bound
 	 * (acquire in qps_ep_autobind) builds a frame from it. */
@@ -289,6 +300,7 @@ int qps_ep_create(struct qps_ctx *ctx, int type, struct qps_ep **ep_out)
 	ep->efd = ep->epfd = -1;
 	ep->kfd = -1;
 	ep->adopt_fd = -1;
+	ep->hrx_fd = -1;
 	ep->rxq_cap = ctx->rx.depth;
 	ep->rcvbuf = ctx->rx.depth;
 	ep->busy_poll_us = (int)ctx->busy_poll_us;
@@ -698,6 +710,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_SNDTIMEO:
 	case QPS_OPT_PKTINFO:
 	case QPS_OPT_TIMESTAMP:
+	case QPS_OPT_HOST_RX:
 		break;
 	default:	/* includes the read-only QPS_OPT_ERROR, _RXQ_LEN */
 		return -ENOPROTOOPT;
@@ -771,6 +784,14 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 		return ret;
 	case QPS_OPT_TIMESTAMP:
 		return qps_ep_set_ts(ep, v);
+	case QPS_OPT_HOST_RX:
+		/* It decides how the port is held: fixed once bound. */
+		pthread_mutex_lock(&ep->ctx->ctl_lock);
+		ret = ep->bound ? -EISCONN : 0;
+		if (!ret)
+			ep->host_rx = v != 0;
+		pthread_mutex_unlock(&ep->ctx->ctl_lock);
+		return ret;
 	}
 	return 0;
 }
@@ -827,6 +848,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		break;
 	case QPS_OPT_TIMESTAMP:
 		v = (int)__atomic_load_n(&ep->ts_flags, __ATOMIC_RELAXED);
+		break;
+	case QPS_OPT_HOST_RX:
+		v = ep->host_rx;
 		break;
 	case QPS_OPT_ERROR:
 		v = ep->error;

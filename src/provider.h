@@ -353,6 +353,10 @@ struct qps_provider_ops {
 
 #define QPS_HOLD_REUSEADDR (1u << 0)	/* SO_REUSEADDR */
 #define QPS_HOLD_REUSEPORT (1u << 1)	/* SO_REUSEPORT */
+/* The socket receives what reaches the host other than through the
+ * device (a filter on the interface it arrived on), with IP_PKTINFO:
+ * QPS_OPT_HOST_RX. */
+#define QPS_HOLD_HOST_RX (1u << 2)
 
 /* In-tree providers; a provider not built is simply absent. */
 extern const struct qps_provider_ops qps_emu_ops;

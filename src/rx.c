@@ -543,10 +543,16 @@ static void qps_rx_reasm(struct qps_ctx *ctx, struct qps_rx_item *it)
 
 void qps_rx_inject(struct qps_ctx *ctx, uint8_t *frame, size_t len)
 {
+	qps_mutex_lock(&ctx->rx.lock);
+	qps_rx_inject_locked(ctx, frame, len);
+	qps_mutex_unlock(&ctx->rx.lock);
+}
+
+void qps_rx_inject_locked(struct qps_ctx *ctx, uint8_t *frame, size_t len)
+{
 	struct qps_frame_info fi;
 	uint32_t dg;
 
-	qps_mutex_lock(&ctx->rx.lock);
 	dg = qps_rx_big_add(ctx, frame);
 	if (dg != UINT32_MAX) {
 		enum qps_rx_reason why = qps_frame_parse(frame, len, &fi);
@@ -561,7 +567,6 @@ void qps_rx_inject(struct qps_ctx *ctx, uint8_t *frame, size_t len)
 	} else {
 		ctx->st->rx_errors++;
 	}
-	qps_mutex_unlock(&ctx->rx.lock);
 }
 
 static void qps_rx_check(struct qps_ctx *ctx, const struct ibv_wc *wc,
@@ -970,6 +975,11 @@ qps_rx_take_locked(struct qps_ep *ep, int flags, const struct qps_rx_out *o)
 		return 0;
 	if (!ep->rxq_count)
 		qps_rx_progress_locked(ep->ctx);
+	/* The host's other interfaces: when nothing else is queued, and
+	 * now and then behind a queue the device keeps full. */
+	if (__atomic_load_n(&ep->hrx_fd, __ATOMIC_RELAXED) >= 0 &&
+	    (!ep->rxq_count || !(++ep->hrx_tick & QPS_RX_HOST_EVERY)))
+		qps_rx_host_poll_locked(ep, ep->rxq_count != 0);
 	if (!ep->rxq_count)
 		return -EAGAIN;
 	return o ? qps_rxq_pop_locked(ep, flags, o) : 1;

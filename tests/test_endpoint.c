@@ -1831,6 +1831,64 @@ static void test_rcvbuf(void)
 	t_suite_end();
 }
 
+/* QPS_OPT_HOST_RX: the adopted socket receives what reaches the host
+ * elsewhere (here loopback), into the endpoint's queue and readiness. */
+static void test_host_rx(void)
+{
+	char wire[64], in[64];
+	struct qps_ctx *a;
+	struct qps_ctx_info info;
+	struct qps_ep *ep;
+	struct sockaddr_in any = t_sin("0.0.0.0", 0), lo, from;
+	socklen_t fl = sizeof(from), ll = sizeof(lo);
+	int one = 1, kfd, cfd;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "ep-hostrx");
+	a = t_suite_ctx(wire, IP_A);
+	EQ_FATAL(qps_ctx_query(a, &info), 0);
+	/* emu: the host has the port; elsewhere the device's netdev
+	 * decides (test_packet, test_preload_programs). */
+	if (strcmp(info.provider, "emu") != 0) {
+		t_suite_end();
+		return;
+	}
+	kfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CU_ASSERT_FATAL(kfd >= 0 && cfd >= 0);
+	EQ_FATAL(qps_ep_create(a, QPS_EP_DGRAM, &ep), 0);
+	EQ(qps_ep_adopt_fd(ep, kfd), 0);
+	EQ(qps_setopt(ep, QPS_OPT_HOST_RX, &one, sizeof(one)), 0);
+	set_int(ep, QPS_OPT_RCVTIMEO, T_RCVTIMEO);
+	EQ_FATAL(qps_bind(ep, (struct sockaddr *)&any, sizeof(any)), 0);
+	EQ(qps_setopt(ep, QPS_OPT_HOST_RX, &one, sizeof(one)), -EISCONN);
+	EQ(getsockname(kfd, (struct sockaddr *)&lo, &ll), 0);
+	CU_ASSERT(lo.sin_port != 0);
+	lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* Readiness wakes for it, then the receive takes it, once. */
+	EQ(sendto(cfd, "local", 5, 0, (struct sockaddr *)&lo, sizeof(lo)), 5);
+	EQ(qps_ep_wait(ep, 2000), 1);
+	EQ(qps_recvfrom(ep, in, sizeof(in), 0, (struct sockaddr *)&from, &fl),
+	   5);
+	CU_ASSERT(memcmp(in, "local", 5) == 0);
+	EQ(from.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+	EQ(qps_recv(ep, in, sizeof(in), QPS_MSG_DONTWAIT), -EAGAIN);
+	/* A blocking receive sleeping when it comes is woken. */
+	if (fork() == 0) {
+		usleep(100000);
+		(void)sendto(cfd, "later", 5, 0, (struct sockaddr *)&lo,
+			     sizeof(lo));
+		_exit(0);
+	}
+	EQ(qps_recv(ep, in, sizeof(in), 0), 5);
+	CU_ASSERT(memcmp(in, "later", 5) == 0);
+	(void)wait(NULL);
+	EQ(qps_ep_close(ep), 0);
+	close(kfd);
+	close(cfd);
+	t_suite_end();
+}
+
 /* qps_ep_requeue: a datagram another context received, queued as if
  * this one's device had delivered it, through the endpoint's filters. */
 static void test_requeue(void)
@@ -1913,6 +1971,7 @@ static CU_TestInfo tests[] = {
 	{ "stats", test_stats },
 	{ "RCVBUF limit and drop accounting", test_rcvbuf },
 	{ "qps_ep_requeue", test_requeue },
+	{ "QPS_OPT_HOST_RX: the host's other interfaces", test_host_rx },
 	CU_TEST_INFO_NULL,
 };
 

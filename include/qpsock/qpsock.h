@@ -497,6 +497,8 @@ enum qps_opt {
 	QPS_OPT_TOS,		/* 0..255: DSCP/ECN byte, as IP_TOS (0) */
 	QPS_OPT_MULTICAST_LOOP,	/* 0/1: as IP_MULTICAST_LOOP (1) */
 	QPS_OPT_TIMESTAMP,	/* QPS_TS_* flags, as SO_TIMESTAMPING (0) */
+	QPS_OPT_HOST_RX,	/* 0/1, before bind: the adopted socket also
+				 * receives what reaches the host elsewhere */
 };
 
 /* QPS_OPT_TIMESTAMP flags, as SOF_TIMESTAMPING_*: which times to keep. */

@@ -85,21 +85,36 @@ static int set_int(int fd, int level, int opt, int v)
 	return setsockopt(fd, level, opt, &v, sizeof(v)) < 0 ? -errno : 0;
 }
 
-static int hold(int fd, struct in_addr addr, uint16_t *port,
+static int hold(int fd, int ifindex, struct in_addr addr, uint16_t *port,
 		unsigned int flags)
 {
 	static struct sock_filter drop_all[] = {
 		BPF_STMT(BPF_RET | BPF_K, 0),
 	};
+	/* QPS_HOLD_HOST_RX: all but what came in through the device. */
+	struct sock_filter not_dev[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_IFINDEX),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)ifindex, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0xffffffffu),
+	};
+	bool host_rx = (flags & QPS_HOLD_HOST_RX) && ifindex > 0;
 	struct sock_fprog prog = { .len = 1, .filter = drop_all };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sin);
 	int ret;
 
+	if (host_rx) {
+		prog.len = sizeof(not_dev) / sizeof(not_dev[0]);
+		prog.filter = not_dev;
+	}
 	if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog,
 		       sizeof(prog)) < 0)
 		return -errno;
-	ret = set_int(fd, SOL_SOCKET, SO_RCVBUF, 1);
+	/* Held only, it never queues; receiving, it keeps the buffer the
+	 * application gave it. */
+	ret = host_rx ? set_int(fd, IPPROTO_IP, IP_PKTINFO, 1) :
+		       set_int(fd, SOL_SOCKET, SO_RCVBUF, 1);
 	if (!ret)
 		ret = set_int(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0);
 	/* The context's address may not be configured on the netdev (yet,
@@ -144,7 +159,7 @@ int qps_host_port_hold(const struct qps_host_ns *ns, int fd,
 	/* An adopted socket was made by the application, in its
 	 * namespace: the port it holds is where the application looks. */
 	if (fd >= 0) {
-		ret = hold(fd, addr, port, flags);
+		ret = hold(fd, ns->ifindex, addr, port, flags);
 		return ret < 0 ? ret : fd;
 	}
 
@@ -175,7 +190,7 @@ int qps_host_port_hold(const struct qps_host_ns *ns, int fd,
 			close(fd);
 		return ret;
 	}
-	ret = hold(fd, addr, port, flags);
+	ret = hold(fd, ns->ifindex, addr, port, flags);
 	if (ret < 0) {
 		close(fd);
 		return ret;

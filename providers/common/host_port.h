@@ -15,6 +15,9 @@
 struct qps_host_ns {
 	int fd;			/* /proc/thread-self/ns/net at open, or -1 */
 	uint64_t ino;
+	/* The device's netdev: what arrives through it is the device's
+	 * to deliver, not a QPS_HOLD_HOST_RX socket's. 0: unknown. */
+	int ifindex;
 };
 
 int qps_host_ns_open(struct qps_host_ns *ns);

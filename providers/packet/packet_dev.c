@@ -180,6 +180,7 @@ static int dev_setup(struct qps_packet_dev *dev, const char *name,
 	ret = qps_host_ns_open(&dev->ns);
 	if (ret < 0)
 		return ret;
+	dev->ns.ifindex = (int)dev->ifindex;
 	return qps_packet_route_open(dev);
 }
 

@@ -34,6 +34,7 @@ int qps_verbs_route_open(struct qps_verbs_dev *vd)
 			      qps_verbs_strerror(-ret));
 		return ret;
 	}
+	vd->ns.ifindex = vd->ifindex;
 	ret = qps_nl_route_open(&vd->route, vd->ifindex, vd->ifname, "verbs",
 				"QPS_VERBS_RESOLVE_MS");
 	if (ret) {
