@@ -46,6 +46,9 @@ static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct qps_ctx *ctx;
 static bool ctx_failed;
 static struct in_addr inherit_addr;	/* a fork parent's, on emu */
+static bool open_early;		/* atfork_child -> atfork_child_late */
+static pthread_once_t late_once = PTHREAD_ONCE_INIT;
+static void late_register(void);
 
 /* Stats lines of sockets already closed, printed at exit. */
 struct pl_line {
@@ -123,6 +126,7 @@ struct qps_ctx *pl_ctx_get(void)
 		} else {
 			ctx_info_fill(c);
 			__atomic_store_n(&ctx, c, __ATOMIC_RELEASE);
+			pthread_once(&late_once, late_register);
 		}
 	}
 	pthread_mutex_unlock(&ctx_lock);
@@ -151,12 +155,14 @@ bool pl_vforked(void)
 
 static void atfork_child(void)
 {
+	bool took_ctx = ctx != NULL, shared;
+
 	__atomic_store_n(&pl_self, getpid(), __ATOMIC_RELAXED);
 	/* Every lock a parent thread may have held at the fork. */
 	pl_fdtab_atfork_child();
 	pl_sock_atfork_child();
 	pl_epoll_atfork_child();
-	pl_fork_atfork_child();
+	shared = pl_fork_atfork_child();
 	pthread_mutex_init(&ctx_lock, NULL);
 	pthread_mutex_init(&lines_lock, NULL);
 	/* The parent's context stays the parent's (the core leaves it
@@ -169,6 +175,26 @@ static void atfork_child(void)
 	ctx_failed = false;
 	lines_head = NULL;
 	lines_tail = &lines_head;
+	/* A daemon takes its sockets after it dropped its privileges, and
+	 * opening a context on a host netdev needs them (CAP_NET_RAW): the
+	 * child of a privileged process that may take inherited sockets
+	 * opens its own at once (atfork_child_late), while it has them. */
+	open_early = took_ctx && shared && !pl_ctx_info.emu && geteuid() == 0;
+}
+
+/* Registered after the core's own fork handler (at the first context),
+ * so it runs after it: a context made before the core's handler ran
+ * would count as the parent's. */
+static void atfork_child_late(void)
+{
+	if (open_early)
+		(void)pl_ctx_get();
+	open_early = false;
+}
+
+static void late_register(void)
+{
+	(void)pthread_atfork(NULL, NULL, atfork_child_late);
 }
 
 /* glibc's, declared by no header. No DSO handle: atexit() would tie the

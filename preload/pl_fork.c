@@ -45,6 +45,7 @@
 #define PL_SHARE_SIZE (4u << 20)
 #define PL_SHARE_GROUPS (QPS_EP_STATS_GROUPS + PL_PENDING_JOINS)
 #define PL_HANDOFF_MAX 65536
+#define PL_HANDOFF_DGRAMS 4096
 
 struct pl_handoff {
 	uint32_t len;
@@ -67,6 +68,8 @@ struct pl_share {
 #define PL_SHARE_DATA (PL_SHARE_SIZE - sizeof(struct pl_share))
 
 static pthread_mutex_t claim_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Sockets the last fork shared: the child may take them. */
+static int shared_at_fork;
 
 static bool host_netdev(void)
 {
@@ -148,14 +151,16 @@ static void drain_ep(struct pl_sock *s, struct pl_share *sh, char *buf)
 	int on = 1, n = 0;
 
 	qps_setopt(s->ep, QPS_OPT_PKTINFO, &on, sizeof(on));
-	for (;;) {
+	/* Bounded: the device may keep delivering while we drain. */
+	while (n < PL_HANDOFF_DGRAMS) {
 		long r;
 
 		memset(&m, 0, sizeof(m));
 		m.buf = buf;
 		m.len = PL_HANDOFF_MAX;
 		r = qps_recvmsg(s->ep, &m, QPS_MSG_DONTWAIT);
-		if (r < 0)
+		/* 0 with no sender: the end after shutdown(SHUT_RD). */
+		if (r < 0 || (r == 0 && m.src.sin_family != AF_INET))
 			break;
 		if (!(m.flags & QPS_RXMSG_PKTINFO))
 			memset(&m.dst, 0, sizeof(m.dst));
@@ -260,7 +265,12 @@ void pl_fork_release_end(struct pl_sock *s)
 static void prepare_one(struct pl_sock *s, void *arg)
 {
 	(void)arg;
-	if (!s->ep || s->pid != pl_self || s->fell_back || !share_get(s))
+	if (s->ep && s->pid == pl_self && !s->fell_back)
+		(void)share_get(s);
+	if (!s->share)
+		return;
+	shared_at_fork++;
+	if (!s->ep || s->pid != pl_self)
 		return;
 	/* Only the fd table's references: no call of another thread is
 	 * inside it. One that is keeps it here until close or exit. */
@@ -271,6 +281,7 @@ static void prepare_one(struct pl_sock *s, void *arg)
 
 void pl_fork_prepare(void)
 {
+	shared_at_fork = 0;
 	if (__atomic_load_n(&pl_state, __ATOMIC_ACQUIRE) != PL_RUNNING ||
 	    pl_inside > 0 || !pl_ctx_open())
 		return;
@@ -428,6 +439,8 @@ static int take(struct pl_sock *s, struct pl_share *sh)
 	ret = qps_ep_create(ctx, QPS_EP_DGRAM, &ep);
 	if (!ret)
 		ret = qps_ep_adopt_fd(ep, s->kfd);
+	if (!ret)
+		ret = pl_sock_host_rx(ep);
 	if (!ret && fl >= 0 && (fl & O_NONBLOCK))
 		ret = qps_set_nonblock(ep, 1);
 	if (ret < 0)
@@ -548,7 +561,8 @@ bool pl_fork_wait(struct pl_sock *s, long *r, int flags, bool rx,
 	}
 }
 
-void pl_fork_atfork_child(void)
+bool pl_fork_atfork_child(void)
 {
 	pthread_mutex_init(&claim_lock, NULL);
+	return shared_at_fork > 0;
 }

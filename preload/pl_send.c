@@ -38,6 +38,37 @@ static long sent(struct pl_sock *s, long r, int flags)
 	return r;
 }
 
+/* A destination this host answers itself (loopback; on packet and verbs
+ * the context's own address, which a frame sent on the wire never
+ * reaches): the kernel socket, bound where the endpoint is
+ * (QPS_OPT_HOST_RX), sends it from the socket's port. */
+static bool host_local(const struct sockaddr *dest, socklen_t dlen)
+{
+	struct sockaddr_in a;
+
+	if (!dest || dlen < sizeof(a) || dest->sa_family != AF_INET)
+		return false;
+	memcpy(&a, dest, sizeof(a));
+	return (ntohl(a.sin_addr.s_addr) >> 24) == 127 ||
+	       (!pl_ctx_info.emu && a.sin_addr.s_addr == pl_ctx_info.addr.s_addr);
+}
+
+static long send_host(struct pl_sock *s, const void *buf, size_t len,
+		      int flags, const struct sockaddr *dest, socklen_t dlen)
+{
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	ssize_t r;
+
+	/* Unbound there (emu, whose port the host had taken): a reply
+	 * from another port would be no reply. */
+	if (pl_real.getsockname(s->kfd, (struct sockaddr *)&me, &ml) < 0 ||
+	    me.sin_port == 0)
+		return -ENETUNREACH;
+	r = pl_real.sendto(s->kfd, buf, len, flags, dest, dlen);
+	return r < 0 ? -errno : r;
+}
+
 static long send_sock(struct pl_sock *s, const void *buf, size_t len,
 		      int flags, const struct sockaddr *dest, socklen_t dlen)
 {
@@ -47,6 +78,8 @@ static long send_sock(struct pl_sock *s, const void *buf, size_t len,
 
 	if (r < 0)
 		return r;
+	if (__builtin_expect(host_local(dest, dlen), 0))
+		return send_host(s, buf, len, flags, dest, dlen);
 	pl_joins_before_tx(s);
 	do {
 		pl_sig_clear();

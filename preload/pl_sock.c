@@ -171,6 +171,13 @@ void pl_live_close_all(void)
 	pthread_mutex_unlock(&live_lock);
 }
 
+int pl_sock_host_rx(struct qps_ep *ep)
+{
+	int one = 1;
+
+	return qps_setopt(ep, QPS_OPT_HOST_RX, &one, sizeof(one));
+}
+
 static uint64_t next_id;
 
 static void sock_offload(int fd, int type)
@@ -202,6 +209,8 @@ static void sock_offload(int fd, int type)
 	ret = qps_ep_create(ctx, QPS_EP_DGRAM, &s->ep);
 	if (!ret)
 		ret = qps_ep_adopt_fd(s->ep, s->kfd);
+	if (!ret)
+		ret = pl_sock_host_rx(s->ep);
 	if (!ret && (type & SOCK_NONBLOCK))
 		ret = qps_set_nonblock(s->ep, 1);
 	if (ret < 0)

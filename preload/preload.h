@@ -222,6 +222,9 @@ void pl_fdtab_atfork_child(void);
 /* pl_sock.c */
 void pl_sock_offload(int fd, int type);
 void pl_sock_free(struct pl_sock *s);
+/* The kernel socket is the endpoint's second source: what reaches the
+ * host through other interfaces (loopback). */
+int pl_sock_host_rx(struct qps_ep *ep);
 /* Leaves @fd on the kernel: its socket was never bound or connected. */
 void pl_sock_fallback(int fd, struct pl_sock *s, const char *why);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
@@ -236,7 +239,8 @@ int pl_live_count(void);
 /* pl_fork.c */
 struct pl_share;
 void pl_fork_prepare(void);
-void pl_fork_atfork_child(void);
+/* After fork, in the child: whether it inherited sockets it may take. */
+bool pl_fork_atfork_child(void);
 /* Around closing the endpoint of a socket a fork shared, in its owner:
  * what a taker needs is written down, then nobody owns it. */
 void pl_fork_release_begin(struct pl_sock *s);

@@ -357,6 +357,102 @@ packet)
 			fail "sockperf ($dir): $got replies, qpsock rx '$n'"
 	done
 	;;
+programs)
+	# Unmodified programs under qpsock-run --provider packet in one
+	# namespace, kernel clients in another and on the server's own
+	# loopback: dnsmasq daemonizing (its default) and in the foreground,
+	# answering dig from the wire, from 127.0.0.1 and from the server's
+	# own address; socat UDP echo with and without fork. qps_stat (the
+	# daemon's stderr is /dev/null) or --stats must show the queries
+	# went through qpsock. $calls is qps_stat here.
+	stat=$calls
+	for p in dnsmasq dig socat ip; do
+		command -v $p >/dev/null || {
+			echo "test_preload programs: skipped: needs $p"
+			exit 77
+		}
+	done
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "test_preload programs: skipped: needs root"
+		exit 77
+	fi
+	ns_a=plra$$ ns_b=plrb$$ if_a=plrva$$ if_b=plrvb$$
+	if ! { ip netns add "$ns_a" && ip netns add "$ns_b" &&
+		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
+			netns "$ns_b" &&
+		ip -n "$ns_a" addr add 10.79.5.1/24 dev "$if_a" &&
+		ip -n "$ns_b" addr add 10.79.5.2/24 dev "$if_b" &&
+		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+		ip -n "$ns_a" link set "$if_a" up &&
+		ip -n "$ns_b" link set "$if_b" up; }; then
+		echo "test_preload programs: skipped: cannot make namespaces here"
+		exit 77
+	fi
+	qrun=(ip netns exec "$ns_a" "${run[@]}" --provider packet --dev "$if_a")
+	printf '10.1.2.3 hello.test\n' >"$tmp/hosts"
+	ask() {	# NS SERVER: one answer, or fail
+		local a
+		a=$(ip netns exec "$1" dig +short +time=2 +tries=2 @"$2" \
+			-p 5353 hello.test)
+		[[ "$a" == 10.1.2.3 ]] || fail "dnsmasq: dig @$2 from $1: '$a'"
+	}
+	for mode in daemon foreground; do
+		pidf=$tmp/dnsmasq.$mode.pid
+		args=(dnsmasq --no-resolv --no-hosts --addn-hosts="$tmp/hosts"
+			-p 5353 --pid-file="$pidf" --user=root
+			--log-facility="$tmp/dnsmasq.log")
+		if [[ $mode == daemon ]]; then
+			"${qrun[@]}" "${args[@]}" ||
+				fail "dnsmasq did not start ($mode)"
+		else
+			"${qrun[@]}" "${args[@]}" -k &
+			srv=$!
+		fi
+		for i in {1..50}; do [[ -s "$pidf" ]] && break; sleep 0.1; done
+		pid=$(cat "$pidf") || fail "dnsmasq wrote no pid ($mode)"
+		sleep 0.3
+		for i in 1 2 3; do ask "$ns_b" 10.79.5.1; done
+		for i in 1 2; do ask "$ns_a" 127.0.0.1; done
+		ask "$ns_a" 10.79.5.1
+		"$stat" -p "$pid" --json >"$tmp/stat.$mode" ||
+			fail "qps_stat -p $pid ($mode)"
+		rx=$(grep -o '"rx_packets":[0-9]*' "$tmp/stat.$mode" | head -1 |
+			cut -d: -f2)
+		echo "dnsmasq ($mode, pid $pid): 6 queries answered, qpsock rx_packets $rx"
+		[[ -n "$rx" && "$rx" -ge 6 ]] ||
+			fail "dnsmasq ($mode): qpsock counted '$rx' datagrams"
+		kill "$pid"
+		[[ $mode == foreground ]] && wait "$srv"
+		srv=
+	done
+	# socat: a child per peer, then one process for one peer.
+	"${qrun[@]}" --stats socat UDP4-LISTEN:7000,fork,reuseaddr \
+		EXEC:/bin/cat 2>"$tmp/socat.fork" &
+	srv=$!
+	"${qrun[@]}" --stats socat UDP4-LISTEN:7001,reuseaddr PIPE \
+		2>"$tmp/socat.one" &
+	srv2=$!
+	sleep 1
+	for i in 1 2 3 4 5; do
+		got=$(echo "req-$i" | ip netns exec "$ns_b" timeout 5 \
+			socat -t 2 - UDP4:10.79.5.1:7000)
+		[[ "$got" == "req-$i" ]] || fail "socat fork: req-$i echoed '$got'"
+	done
+	got=$(echo once | ip netns exec "$ns_b" timeout 5 \
+		socat -t 2 - UDP4:10.79.5.1:7001)
+	[[ "$got" == once ]] || fail "socat: echoed '$got'"
+	sleep 0.3
+	# SIGINT: socat exits through exit(), so the stats lines come out.
+	kill -INT "$srv" "$srv2"
+	wait "$srv" "$srv2"
+	srv=
+	n=$(grep -h 'udp 0.0.0.0:700[01] .*via qpsock' "$tmp/socat.fork" \
+		"$tmp/socat.one" | sed -n 's/.*: rx \([0-9]*\) datagrams.*/\1/p' |
+		awk '{ s += $1 } END { print s + 0 }')
+	echo "socat: 6 requests echoed, qpsock rx $n datagrams on ports 7000-7001"
+	[[ "$n" -ge 6 ]] || { cat "$tmp/socat.fork" "$tmp/socat.one";
+		fail "socat: qpsock received $n datagrams"; }
+	;;
 fork)
 	# $calls is test_preload_fork here: the client on the kernel, the
 	# server it starts under qpsock-run. emu first (on the wire, both
