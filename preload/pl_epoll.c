@@ -126,6 +126,16 @@ void pl_epset_close(int epfd)
 	free(s);
 }
 
+void pl_epset_close_range(unsigned int first, unsigned int last)
+{
+	unsigned int fd;
+
+	if (!__atomic_load_n(&sets, __ATOMIC_ACQUIRE))
+		return;
+	for (fd = first; fd <= last && fd < (unsigned int)sets_n; fd++)
+		pl_epset_close((int)fd);
+}
+
 static struct pl_eprec *rec_find_fd(struct pl_epset *set, int fd,
 				    uint64_t id, size_t *at)
 {

@@ -10,6 +10,8 @@
  *               connect, first send or first join
  *   pl_socket.c socket, bind, connect, close, shutdown, dup, fcntl, ioctl,
  *               getsockname, getpeername
+ *   pl_close.c  close_range, closefrom, fclose, freopen: the other ways
+ *               an fd is closed
  *   pl_opts.c   setsockopt, getsockopt
  *   pl_send.c   send family; pl_recv.c receive family
  *   pl_poll.c   poll, ppoll, select, pselect
@@ -32,6 +34,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -49,6 +52,11 @@ struct pl_real {
 	int (*bind)(int, const struct sockaddr *, socklen_t);
 	int (*connect)(int, const struct sockaddr *, socklen_t);
 	int (*close)(int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	void (*closefrom)(int);
+	int (*fclose)(FILE *);
+	FILE *(*freopen)(const char *, const char *, FILE *);
+	FILE *(*freopen64)(const char *, const char *, FILE *);
 	int (*shutdown)(int, int);
 	int (*dup)(int);
 	int (*dup2)(int, int);
@@ -245,8 +253,10 @@ static inline void pl_joins_before_tx(struct pl_sock *s)
 void pl_sig_clear(void);
 bool pl_sig_restart(void);
 
-/* pl_epoll.c: forget what we know of an epoll fd being closed. */
+/* pl_epoll.c: forget what we know of an epoll fd being closed, or of
+ * every one in [@first, @last]. */
 void pl_epset_close(int epfd);
+void pl_epset_close_range(unsigned int first, unsigned int last);
 void pl_epoll_atfork_child(void);
 
 /* The return value of an interposed call from a core result. */
