@@ -926,9 +926,29 @@ int qps_ep_waiter_enter(struct qps_ep *ep)
 	return ret < 0 ? -EBADF : 0;
 }
 
-static int qps_rx_sleep(struct qps_ep *ep, int timeout)
+/* A sleeper's way out, under rx.lock only: uncounted, and disarmed
+ * unless a close took its reason with it. False: closed meanwhile. */
+static bool qps_rx_sleep_leave(struct qps_ep *ep)
 {
 	struct qps_ctx *ctx = ep->ctx;
+	bool open;
+
+	qps_mutex_lock(&ctx->rx.lock);
+	ep->waiters--;
+	open = qps_ep_check(ep) >= 0;
+	if (open)
+		qps_ep_disarm_locked(ep);
+	qps_mutex_unlock(&ctx->rx.lock);
+	return open;
+}
+
+static void qps_rx_sleep_cancelled(void *ep)
+{
+	qps_rx_sleep_leave(ep);
+}
+
+static int qps_rx_sleep(struct qps_ep *ep, int timeout)
+{
 	struct pollfd pfd = { .events = POLLIN };
 	int pr, ret;
 
@@ -939,17 +959,16 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 	/* Counted: a close waits for us before it closes the descriptor. */
 	pfd.fd = ep->epfd;
 
+	/* The cancellation point of a blocking receive, as recv(2) is one:
+	 * a thread cancelled here leaves as if woken, or a close would
+	 * wait for it forever. Nothing else of ours is held here. */
+	pthread_cleanup_push(qps_rx_sleep_cancelled, ep);
 	pr = poll(&pfd, 1, timeout);
+	pthread_cleanup_pop(0);
 	if (pr < 0 && errno == EINTR)
 		ret = -EINTR;
-
-	qps_mutex_lock(&ctx->rx.lock);
-	ep->waiters--;
-	if (qps_ep_check(ep) < 0)
+	if (!qps_rx_sleep_leave(ep))
 		ret = -EBADF;
-	else
-		qps_ep_disarm_locked(ep);
-	qps_mutex_unlock(&ctx->rx.lock);
 	return ret;
 }
 
@@ -1087,18 +1106,33 @@ static ssize_t qps_rx_try(struct qps_ep *ep, int flags,
 /* The rounds, counted in rx.inside once they may linger (spinning or
  * asleep): qps_ctx_destroy waits for such calls to leave before it frees
  * what they touch. A call that finds its datagram at once is not counted. */
+struct qps_rx_linger {
+	struct qps_ep *ep;
+	bool inside;
+};
+
+static void qps_rx_linger_end(void *arg)
+{
+	struct qps_rx_linger *l = arg;
+	struct qps_ctx *ctx = l->ep->ctx;
+
+	if (!l->inside)
+		return;
+	qps_mutex_lock(&ctx->rx.lock);
+	ctx->rx.inside--;
+	qps_mutex_unlock(&ctx->rx.lock);
+}
+
 static ssize_t qps_rx_wait(struct qps_ep *ep, int flags,
 			   const struct qps_rx_out *o, int tmo)
 {
-	struct qps_ctx *ctx = ep->ctx;
-	bool inside = false;
-	ssize_t ret = qps_rx_rounds(ep, flags, o, tmo, &inside);
+	struct qps_rx_linger l = { .ep = ep };
+	ssize_t ret;
 
-	if (inside) {
-		qps_mutex_lock(&ctx->rx.lock);
-		ctx->rx.inside--;
-		qps_mutex_unlock(&ctx->rx.lock);
-	}
+	/* Uncounted too when cancelled asleep (qps_rx_sleep). */
+	pthread_cleanup_push(qps_rx_linger_end, &l);
+	ret = qps_rx_rounds(ep, flags, o, tmo, &l.inside);
+	pthread_cleanup_pop(1);
 	return ret;
 }
 
