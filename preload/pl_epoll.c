@@ -383,9 +383,10 @@ static int wait_filtered(int epfd, struct epoll_event *ev, int max,
 		} else {
 			bool armed = left && pl_sleep_arm();
 
-			r = pl_real.epoll_pwait(epfd, ev, max, left, mask);
 			/* The core leaves errno alone. */
-			pl_sleep_disarm(armed);
+			pthread_cleanup_push(pl_sleep_disarm_cleanup, &armed);
+			r = pl_real.epoll_pwait(epfd, ev, max, left, mask);
+			pthread_cleanup_pop(1);
 		}
 		if (r < 0 || (r == 0 && !spinning))
 			return r;

@@ -12,6 +12,7 @@
  * waits again for the time left. Before the kernel sleeps, the call
  * spins for the largest busy-poll budget among the fds (pl_wait.c).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -104,9 +105,10 @@ static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
 	}
 	if (!tp || tp->tv_sec || tp->tv_nsec)
 		armed = pl_sleep_arm();
-	r = pl_real.ppoll(all, n + k, tp, mask);
 	/* The core leaves errno alone. */
-	pl_sleep_disarm(armed);
+	pthread_cleanup_push(pl_sleep_disarm_cleanup, &armed);
+	r = pl_real.ppoll(all, n + k, tp, mask);
+	pthread_cleanup_pop(1);
 	if (r < 0)
 		return -1;
 	for (j = 0; j < k; j++) {
@@ -126,12 +128,34 @@ static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
 	return cnt;
 }
 
+/* What poll_mixed holds while it waits: given back however it ends,
+ * a cancellation in the kernel's wait included. */
+struct pl_pheld {
+	struct pl_pslot *o, *ostack;
+	struct pollfd *all;
+	size_t k;
+};
+
+static void held_release(void *arg)
+{
+	struct pl_pheld *h = arg;
+	size_t j;
+
+	for (j = 0; j < h->k; j++)
+		pl_put(h->o[j].s);
+	if (h->o != h->ostack) {
+		free(h->o);
+		free(h->all);
+	}
+}
+
 /* poll over @fds with offloaded entries; @deadline_ns < 0: no limit. */
 static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 		      const sigset_t *mask)
 {
 	struct pl_pslot ostack[PL_POLL_STACK], *o = ostack;
 	struct pollfd astack[2 * PL_POLL_STACK], *all = astack;
+	struct pl_pheld held;
 	int64_t spin_end;
 	int r, busy = 0;
 	size_t j, k;
@@ -147,6 +171,9 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 		}
 	}
 	k = find_offloaded(fds, n, o);
+	held = (struct pl_pheld){ .o = o, .ostack = ostack, .all = all,
+				  .k = k };
+	pthread_cleanup_push(held_release, &held);
 	memcpy(all, fds, n * sizeof(*fds));
 	for (j = 0; j < k; j++) {
 		int b = pl_busy_us(o[j].s);
@@ -164,12 +191,7 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 		r = wait_merge(fds, n, all, o, k,
 			       now < spin_end ? now : deadline, mask);
 	} while (r == 0 && (deadline < 0 || pl_now_ns() < deadline));
-	for (j = 0; j < k; j++)
-		pl_put(o[j].s);
-	if (o != ostack) {
-		free(o);
-		free(all);
-	}
+	pthread_cleanup_pop(1);
 	return r;
 }
 
@@ -243,7 +265,9 @@ static int select_mixed(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		if (ev)
 			p[n++] = (struct pollfd){ .fd = fd, .events = ev };
 	}
+	pthread_cleanup_push(free, p);
 	r = poll_mixed(p, (nfds_t)n, deadline, mask);
+	pthread_cleanup_pop(0);
 	if (r < 0)
 		goto out;
 	for (i = 0; i < n; i++)

@@ -202,6 +202,9 @@ void pl_unref(struct pl_sock *s);
 /* Whether @fd is offloaded now (no reference: a hint). */
 bool pl_mapped(int fd);
 void pl_put(struct pl_sock *s);
+/* pl_put() as a cancellation cleanup handler (pthread_cleanup_push): a
+ * thread cancelled in a blocking call gives its reference back too. */
+void pl_put_cleanup(void *s);
 /* Maps @fd to @s, taking a reference; replaces nothing (-EEXIST). */
 int pl_install(int fd, struct pl_sock *s);
 /* Unmaps @fd; returns the table's reference, or NULL. */
@@ -303,5 +306,8 @@ void pl_cpu_relax(void);
  * armed (pass it to the disarm). */
 bool pl_sleep_arm(void);
 void pl_sleep_disarm(bool armed);
+/* The disarm of *@armed as a cancellation cleanup handler: the kernel
+ * wait after the arm is a cancellation point. */
+void pl_sleep_disarm_cleanup(void *armed);
 
 #endif /* QPS_PRELOAD_H */
