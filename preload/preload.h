@@ -225,7 +225,8 @@ void pl_sock_free(struct pl_sock *s);
 void pl_sock_fallback(int fd, struct pl_sock *s, const char *why);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
 void pl_sock_atfork_child(void);
-void pl_live_close_all(void);
+/* Wakes every call inside a live socket, waiting for none. */
+void pl_live_wake_all(void);
 int pl_live_count(void);
 
 /* pl_policy.c: whether a fresh socket stays offloaded at its bind, its
