@@ -942,13 +942,29 @@ static bool qps_rx_sleep_leave(struct qps_ep *ep)
 	return open;
 }
 
-static void qps_rx_sleep_cancelled(void *ep)
+/* What a sleeper is counted in: its endpoint's waiters, and the
+ * context's rx.inside when @inside (qps_rx_wait). */
+struct qps_rx_sleeper {
+	struct qps_ep *ep;
+	const bool *inside;
+};
+
+static void qps_rx_sleep_cancelled(void *arg)
 {
-	qps_rx_sleep_leave(ep);
+	const struct qps_rx_sleeper *z = arg;
+	struct qps_ctx *ctx = z->ep->ctx;
+
+	qps_rx_sleep_leave(z->ep);
+	if (!*z->inside)
+		return;
+	qps_mutex_lock(&ctx->rx.lock);
+	ctx->rx.inside--;
+	qps_mutex_unlock(&ctx->rx.lock);
 }
 
-static int qps_rx_sleep(struct qps_ep *ep, int timeout)
+static int qps_rx_sleep(struct qps_ep *ep, int timeout, const bool *inside)
 {
+	struct qps_rx_sleeper z = { .ep = ep, .inside = inside };
 	struct pollfd pfd = { .events = POLLIN };
 	int pr, ret;
 
@@ -960,9 +976,10 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 	pfd.fd = ep->epfd;
 
 	/* The cancellation point of a blocking receive, as recv(2) is one:
-	 * a thread cancelled here leaves as if woken, or a close would
-	 * wait for it forever. Nothing else of ours is held here. */
-	pthread_cleanup_push(qps_rx_sleep_cancelled, ep);
+	 * a thread cancelled here leaves uncounted, or a close and the
+	 * context's destruction would wait for it forever. Nothing else
+	 * of ours is held here. */
+	pthread_cleanup_push(qps_rx_sleep_cancelled, &z);
 	pr = poll(&pfd, 1, timeout);
 	pthread_cleanup_pop(0);
 	if (pr < 0 && errno == EINTR)
@@ -1076,7 +1093,7 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 		/* Without a completion channel nothing wakes us: poll. */
 		if (ctx->event_fd < 0 && (timeout < 0 || timeout > 1))
 			timeout = 1;
-		ret = qps_rx_sleep(ep, timeout);
+		ret = qps_rx_sleep(ep, timeout, inside);
 		if (ret < 0)
 			return ret;
 	}
@@ -1106,33 +1123,18 @@ static ssize_t qps_rx_try(struct qps_ep *ep, int flags,
 /* The rounds, counted in rx.inside once they may linger (spinning or
  * asleep): qps_ctx_destroy waits for such calls to leave before it frees
  * what they touch. A call that finds its datagram at once is not counted. */
-struct qps_rx_linger {
-	struct qps_ep *ep;
-	bool inside;
-};
-
-static void qps_rx_linger_end(void *arg)
-{
-	struct qps_rx_linger *l = arg;
-	struct qps_ctx *ctx = l->ep->ctx;
-
-	if (!l->inside)
-		return;
-	qps_mutex_lock(&ctx->rx.lock);
-	ctx->rx.inside--;
-	qps_mutex_unlock(&ctx->rx.lock);
-}
-
 static ssize_t qps_rx_wait(struct qps_ep *ep, int flags,
 			   const struct qps_rx_out *o, int tmo)
 {
-	struct qps_rx_linger l = { .ep = ep };
-	ssize_t ret;
+	struct qps_ctx *ctx = ep->ctx;
+	bool inside = false;
+	ssize_t ret = qps_rx_rounds(ep, flags, o, tmo, &inside);
 
-	/* Uncounted too when cancelled asleep (qps_rx_sleep). */
-	pthread_cleanup_push(qps_rx_linger_end, &l);
-	ret = qps_rx_rounds(ep, flags, o, tmo, &l.inside);
-	pthread_cleanup_pop(1);
+	if (inside) {
+		qps_mutex_lock(&ctx->rx.lock);
+		ctx->rx.inside--;
+		qps_mutex_unlock(&ctx->rx.lock);
+	}
 	return ret;
 }
 
