@@ -284,17 +284,25 @@ void pl_ctx_teardown(void)
 
 	/* Sockets still open get their line at the final put, below. */
 	pl_fdtab_clear();
-	/* Wake whatever still waits in one (as the context's destruction
-	 * would), so the context is destroyed with nobody inside it. */
-	pl_live_close_all();
+	/* What is left has a call inside. Woken without waiting for it: a
+	 * call a handler left with siglongjmp never comes back, and an
+	 * endpoint's close would wait for it forever. */
+	pl_live_wake_all();
 	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
 	if (c && pl_conf.stats)
 		ctx_line(c);
+	/* The last call out closes its endpoint. A call still inside after
+	 * that is one that will never leave: nothing more is closed, and
+	 * the process's end releases the rest, as after an exit from a
+	 * handler (pl_fini). */
 	if (live_drain(1000) && c) {
 		/* Unpublished first: a waiter that peeks it now (pl_wait.c)
 		 * finds none. */
 		__atomic_store_n(&ctx, NULL, __ATOMIC_RELEASE);
 		qps_ctx_destroy(c);
+	} else if (c && pl_conf.stats) {
+		pl_log("a call never left its socket (siglongjmp from a "
+		       "handler?): %d sockets not reported", pl_live_count());
 	}
 	if (pl_conf.stats)
 		stats_print();

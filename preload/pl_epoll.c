@@ -126,6 +126,16 @@ void pl_epset_close(int epfd)
 	free(s);
 }
 
+void pl_epset_close_range(unsigned int first, unsigned int last)
+{
+	unsigned int fd;
+
+	if (!__atomic_load_n(&sets, __ATOMIC_ACQUIRE))
+		return;
+	for (fd = first; fd <= last && fd < (unsigned int)sets_n; fd++)
+		pl_epset_close((int)fd);
+}
+
 static struct pl_eprec *rec_find_fd(struct pl_epset *set, int fd,
 				    uint64_t id, size_t *at)
 {
@@ -373,9 +383,10 @@ static int wait_filtered(int epfd, struct epoll_event *ev, int max,
 		} else {
 			bool armed = left && pl_sleep_arm();
 
-			r = pl_real.epoll_pwait(epfd, ev, max, left, mask);
 			/* The core leaves errno alone. */
-			pl_sleep_disarm(armed);
+			pthread_cleanup_push(pl_sleep_disarm_cleanup, &armed);
+			r = pl_real.epoll_pwait(epfd, ev, max, left, mask);
+			pthread_cleanup_pop(1);
 		}
 		if (r < 0 || (r == 0 && !spinning))
 			return r;

@@ -178,6 +178,11 @@ void pl_put(struct pl_sock *s)
 	pl_unref(s);
 }
 
+void pl_put_cleanup(void *s)
+{
+	pl_put(s);
+}
+
 int pl_install(int fd, struct pl_sock *s)
 {
 	struct pl_sock **sl = slot(fd), *none = NULL;

@@ -12,6 +12,7 @@
  * waits again for the time left. Before the kernel sleeps, the call
  * spins for the largest busy-poll budget among the fds (pl_wait.c).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -107,9 +108,10 @@ static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
 	}
 	if (!tp || tp->tv_sec || tp->tv_nsec)
 		armed = pl_sleep_arm();
-	r = pl_real.ppoll(all, n + k, tp, mask);
 	/* The core leaves errno alone. */
-	pl_sleep_disarm(armed);
+	pthread_cleanup_push(pl_sleep_disarm_cleanup, &armed);
+	r = pl_real.ppoll(all, n + k, tp, mask);
+	pthread_cleanup_pop(1);
 	if (r < 0)
 		return -1;
 	for (j = 0; j < k; j++) {
@@ -129,12 +131,34 @@ static int wait_merge(struct pollfd *fds, nfds_t n, struct pollfd *all,
 	return cnt;
 }
 
+/* What poll_mixed holds while it waits: given back however it ends,
+ * a cancellation in the kernel's wait included. */
+struct pl_pheld {
+	struct pl_pslot *o, *ostack;
+	struct pollfd *all;
+	size_t k;
+};
+
+static void held_release(void *arg)
+{
+	struct pl_pheld *h = arg;
+	size_t j;
+
+	for (j = 0; j < h->k; j++)
+		pl_put(h->o[j].s);
+	if (h->o != h->ostack) {
+		free(h->o);
+		free(h->all);
+	}
+}
+
 /* poll over @fds with offloaded entries; @deadline_ns < 0: no limit. */
 static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 		      const sigset_t *mask)
 {
 	struct pl_pslot ostack[PL_POLL_STACK], *o = ostack;
 	struct pollfd astack[2 * PL_POLL_STACK], *all = astack;
+	struct pl_pheld held;
 	int64_t spin_end, end;
 	bool waiting;
 	int r, busy = 0;
@@ -150,39 +174,47 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 			return -1;
 		}
 	}
-again:
-	k = find_offloaded(fds, n, o, &waiting);
-	memcpy(all, fds, n * sizeof(*fds));
-	for (j = 0; j < k; j++) {
-		int b = pl_busy_us(o[j].s);
+	held = (struct pl_pheld){ .o = o, .ostack = ostack, .all = all };
+	pthread_cleanup_push(held_release, &held);
+	for (;;) {
+		k = find_offloaded(fds, n, o, &waiting);
+		held.k = k;
+		memcpy(all, fds, n * sizeof(*fds));
+		for (j = 0; j < k; j++) {
+			int b = pl_busy_us(o[j].s);
 
-		all[o[j].idx].events &= (short)~PL_IN;
-		all[n + j].fd = qps_ep_fd(o[j].s->ep);
-		all[n + j].events = POLLIN;
-		busy = b > busy ? b : busy;
-	}
-	spin_end = pl_spin_end(busy, deadline);
-	end = deadline;
-	if (waiting) {
-		int64_t step = pl_now_ns() + PL_FORK_STEP_MS * 1000000LL;
+			all[o[j].idx].events &= (short)~PL_IN;
+			all[n + j].fd = qps_ep_fd(o[j].s->ep);
+			all[n + j].events = POLLIN;
+			busy = b > busy ? b : busy;
+		}
+		spin_end = pl_spin_end(busy, deadline);
+		/* A socket another process serves (emu, pl_fork.c) is
+		 * looked at again every step, to be taken once it is let
+		 * go. */
+		end = deadline;
+		if (waiting) {
+			int64_t step = pl_now_ns() +
+				       PL_FORK_STEP_MS * 1000000LL;
 
-		end = deadline < 0 || step < deadline ? step : deadline;
-	}
-	do {
-		/* While spinning the kernel only looks (a deadline now). */
-		int64_t now = pl_now_ns();
+			end = deadline < 0 || step < deadline ? step : deadline;
+		}
+		do {
+			/* While spinning the kernel only looks (a deadline
+			 * now). */
+			int64_t now = pl_now_ns();
 
-		r = wait_merge(fds, n, all, o, k,
-			       now < spin_end ? now : end, mask);
-	} while (r == 0 && (end < 0 || pl_now_ns() < end));
-	for (j = 0; j < k; j++)
-		pl_put(o[j].s);
-	if (r == 0 && waiting && (deadline < 0 || pl_now_ns() < deadline))
-		goto again;
-	if (o != ostack) {
-		free(o);
-		free(all);
+			r = wait_merge(fds, n, all, o, k,
+				       now < spin_end ? now : end, mask);
+		} while (r == 0 && (end < 0 || pl_now_ns() < end));
+		if (r != 0 || !waiting ||
+		    (deadline >= 0 && pl_now_ns() >= deadline))
+			break;
+		for (j = 0; j < k; j++)
+			pl_put(o[j].s);
+		held.k = 0;
 	}
+	pthread_cleanup_pop(1);
 	return r;
 }
 
@@ -256,7 +288,9 @@ static int select_mixed(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		if (ev)
 			p[n++] = (struct pollfd){ .fd = fd, .events = ev };
 	}
+	pthread_cleanup_push(free, p);
 	r = poll_mixed(p, (nfds_t)n, deadline, mask);
+	pthread_cleanup_pop(0);
 	if (r < 0)
 		goto out;
 	for (i = 0; i < n; i++)

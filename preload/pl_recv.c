@@ -7,6 +7,7 @@
  * scattered after.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -144,11 +145,15 @@ ssize_t pl_recvmsg_sock(struct pl_sock *s, struct msghdr *msg, int flags)
 			return -ENOBUFS;
 	}
 	m.len = total;
+	/* The receive is a cancellation point (pl_put_cleanup). */
+	pthread_cleanup_push(free, m.buf != stack && msg->msg_iovlen > 1 ?
+			     m.buf : NULL);
 	do {
 		pl_sig_clear();
 		r = qps_recvmsg(s->ep, &m, qf);
 	} while ((r == -EINTR && !s->rcvtimeo && pl_sig_restart()) ||
 		 pl_fork_wait(s, &r, flags, true, &deadline));
+	pthread_cleanup_pop(0);
 	r = rx_ret(r);
 	if (r >= 0) {
 		if (msg->msg_iovlen > 1)
@@ -176,8 +181,9 @@ PL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.recvmsg(fd, msg, flags);
+	pthread_cleanup_push(pl_put_cleanup, s);
 	r = pl_recvmsg_sock(s, msg, flags);
-	pl_put(s);
+	pthread_cleanup_pop(1);
 	return pl_ret(r);
 }
 
@@ -212,8 +218,9 @@ PL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.recvfrom(fd, buf, len, flags, src, slen);
+	pthread_cleanup_push(pl_put_cleanup, s);
 	r = recvfrom_sock(s, buf, len, flags, src, slen);
-	pl_put(s);
+	pthread_cleanup_pop(1);
 	return pl_ret(r);
 }
 
@@ -227,8 +234,9 @@ PL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.recv(fd, buf, len, flags);
+	pthread_cleanup_push(pl_put_cleanup, s);
 	r = recvfrom_sock(s, buf, len, flags, NULL, NULL);
-	pl_put(s);
+	pthread_cleanup_pop(1);
 	return pl_ret(r);
 }
 
@@ -243,8 +251,9 @@ PL_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	if (!s)
 		return pl_real.read(fd, buf, len);
 	/* As the kernel's read(): nothing asked, nothing taken. */
+	pthread_cleanup_push(pl_put_cleanup, s);
 	r = len ? recvfrom_sock(s, buf, len, 0, NULL, NULL) : 0;
-	pl_put(s);
+	pthread_cleanup_pop(1);
 	return pl_ret(r);
 }
 
@@ -259,13 +268,14 @@ PL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.readv(fd, iov, n);
+	pthread_cleanup_push(pl_put_cleanup, s);
 	if (n < 0) {
 		r = -EINVAL;
 	} else {
 		msg.msg_iovlen = (size_t)n;
 		r = pl_recvmsg_sock(s, &msg, 0);
 	}
-	pl_put(s);
+	pthread_cleanup_pop(1);
 	return pl_ret(r);
 }
 
@@ -297,6 +307,7 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 		      timeout->tv_nsec;
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV;
+	pthread_cleanup_push(pl_put_cleanup, s);
 	for (i = 0; i < n;) {
 		int f = flags & ~MSG_WAITFORONE;
 
@@ -320,7 +331,7 @@ PL_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags,
 				break;
 		}
 	}
-	pl_put(s);
+	pthread_cleanup_pop(1);
 	return i ? (int)i : (int)pl_ret(r);
 }
 

@@ -102,6 +102,22 @@ PL_EXPORT sighandler_t signal(int sig, sighandler_t h)
 	return o.sa_handler;
 }
 
+/* glibc's siginterrupt() also calls its own sigaction past ours, and
+ * would change the trampoline's flags, not the program's action that
+ * pl_sig_restart() reads. */
+PL_EXPORT int siginterrupt(int sig, int interrupt)
+{
+	struct sigaction a;
+
+	if (sigaction(sig, NULL, &a) < 0)
+		return -1;
+	if (interrupt)
+		a.sa_flags &= ~SA_RESTART;
+	else
+		a.sa_flags |= SA_RESTART;
+	return sigaction(sig, &a, NULL);
+}
+
 void pl_sig_clear(void)
 {
 	last_sig = 0;

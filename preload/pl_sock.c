@@ -158,16 +158,18 @@ void pl_sock_free(struct pl_sock *s)
 	errno = e;
 }
 
-void pl_live_close_all(void)
+void pl_live_wake_all(void)
 {
 	struct pl_sock *s;
 
-	/* qps_ep_close() wakes a sleeping receiver and waits for it to
-	 * leave the core; its call then returns EBADF and drops its
-	 * reference. */
+	/* Receivers read the end and pollers see it readable; each then
+	 * drops its reference, and the last closes. Not SHUT_WR: a sender
+	 * would get EPIPE, and SIGPIPE would end the process with another
+	 * status than its exit's. */
 	pthread_mutex_lock(&live_lock);
 	for (s = live; s; s = s->next)
-		sock_close_ep(s);
+		if (s->ep)
+			qps_shutdown(s->ep, SHUT_RD);
 	pthread_mutex_unlock(&live_lock);
 }
 

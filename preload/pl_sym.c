@@ -28,6 +28,11 @@ static void sym_resolve(void)
 	RESOLVE(bind);
 	RESOLVE(connect);
 	RESOLVE(close);
+	RESOLVE(close_range);
+	RESOLVE(closefrom);
+	RESOLVE(fclose);
+	RESOLVE(freopen);
+	RESOLVE(freopen64);
 	RESOLVE(shutdown);
 	RESOLVE(dup);
 	RESOLVE(dup2);

@@ -178,6 +178,11 @@ static long any_dispatch(long n, long *a, bool *ours)
 		return socket((int)a[0], (int)a[1], (int)a[2]);
 	case SYS_close:
 		return close((int)a[0]);
+#ifdef SYS_close_range
+	case SYS_close_range:
+		return close_range((unsigned int)a[0], (unsigned int)a[1],
+				   (int)a[2]);
+#endif
 	case SYS_dup:
 		return dup((int)a[0]);
 #ifdef SYS_dup2

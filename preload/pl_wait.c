@@ -85,3 +85,8 @@ void pl_sleep_disarm(bool armed)
 	qps_ctx_disarm(c);
 	pl_inside--;
 }
+
+void pl_sleep_disarm_cleanup(void *armed)
+{
+	pl_sleep_disarm(*(bool *)armed);
+}

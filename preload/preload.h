@@ -10,6 +10,8 @@
  *               connect, first send or first join
  *   pl_socket.c socket, bind, connect, close, shutdown, dup, fcntl, ioctl,
  *               getsockname, getpeername
+ *   pl_close.c  close_range, closefrom, fclose, freopen: the other ways
+ *               an fd is closed
  *   pl_opts.c   setsockopt, getsockopt
  *   pl_send.c   send family; pl_recv.c receive family
  *   pl_poll.c   poll, ppoll, select, pselect
@@ -34,6 +36,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -51,6 +54,11 @@ struct pl_real {
 	int (*bind)(int, const struct sockaddr *, socklen_t);
 	int (*connect)(int, const struct sockaddr *, socklen_t);
 	int (*close)(int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	void (*closefrom)(int);
+	int (*fclose)(FILE *);
+	FILE *(*freopen)(const char *, const char *, FILE *);
+	FILE *(*freopen64)(const char *, const char *, FILE *);
 	int (*shutdown)(int, int);
 	int (*dup)(int);
 	int (*dup2)(int, int);
@@ -204,6 +212,9 @@ void pl_unref(struct pl_sock *s);
 /* Whether @fd is offloaded now (no reference: a hint). */
 bool pl_mapped(int fd);
 void pl_put(struct pl_sock *s);
+/* pl_put() as a cancellation cleanup handler (pthread_cleanup_push): a
+ * thread cancelled in a blocking call gives its reference back too. */
+void pl_put_cleanup(void *s);
 /* Maps @fd to @s, taking a reference; replaces nothing (-EEXIST). */
 int pl_install(int fd, struct pl_sock *s);
 /* Unmaps @fd; returns the table's reference, or NULL. */
@@ -229,7 +240,8 @@ int pl_sock_host_rx(struct qps_ep *ep);
 void pl_sock_fallback(int fd, struct pl_sock *s, const char *why);
 void pl_sock_line(struct pl_sock *s, char *buf, size_t size);
 void pl_sock_atfork_child(void);
-void pl_live_close_all(void);
+/* Wakes every call inside a live socket, waiting for none. */
+void pl_live_wake_all(void);
 /* Closes @s's endpoint (a fork releasing it); the socket stays mapped. */
 void pl_sock_release_ep(struct pl_sock *s);
 /* @fn on every socket not yet freed, under the list's lock. */
@@ -293,8 +305,10 @@ static inline void pl_joins_before_tx(struct pl_sock *s)
 void pl_sig_clear(void);
 bool pl_sig_restart(void);
 
-/* pl_epoll.c: forget what we know of an epoll fd being closed. */
+/* pl_epoll.c: forget what we know of an epoll fd being closed, or of
+ * every one in [@first, @last]. */
 void pl_epset_close(int epfd);
+void pl_epset_close_range(unsigned int first, unsigned int last);
 void pl_epoll_atfork_child(void);
 
 /* The return value of an interposed call from a core result. */
@@ -341,5 +355,8 @@ void pl_cpu_relax(void);
  * armed (pass it to the disarm). */
 bool pl_sleep_arm(void);
 void pl_sleep_disarm(bool armed);
+/* The disarm of *@armed as a cancellation cleanup handler: the kernel
+ * wait after the arm is a cancellation point. */
+void pl_sleep_disarm_cleanup(void *armed);
 
 #endif /* QPS_PRELOAD_H */

@@ -931,9 +931,45 @@ int qps_ep_waiter_enter(struct qps_ep *ep)
 	return ret < 0 ? -EBADF : 0;
 }
 
-static int qps_rx_sleep(struct qps_ep *ep, int timeout)
+/* A sleeper's way out, under rx.lock only: uncounted, and disarmed
+ * unless a close took its reason with it. False: closed meanwhile. */
+static bool qps_rx_sleep_leave(struct qps_ep *ep)
 {
 	struct qps_ctx *ctx = ep->ctx;
+	bool open;
+
+	qps_mutex_lock(&ctx->rx.lock);
+	ep->waiters--;
+	open = qps_ep_check(ep) >= 0;
+	if (open)
+		qps_ep_disarm_locked(ep);
+	qps_mutex_unlock(&ctx->rx.lock);
+	return open;
+}
+
+/* What a sleeper is counted in: its endpoint's waiters, and the
+ * context's rx.inside when @inside (qps_rx_wait). */
+struct qps_rx_sleeper {
+	struct qps_ep *ep;
+	const bool *inside;
+};
+
+static void qps_rx_sleep_cancelled(void *arg)
+{
+	const struct qps_rx_sleeper *z = arg;
+	struct qps_ctx *ctx = z->ep->ctx;
+
+	qps_rx_sleep_leave(z->ep);
+	if (!*z->inside)
+		return;
+	qps_mutex_lock(&ctx->rx.lock);
+	ctx->rx.inside--;
+	qps_mutex_unlock(&ctx->rx.lock);
+}
+
+static int qps_rx_sleep(struct qps_ep *ep, int timeout, const bool *inside)
+{
+	struct qps_rx_sleeper z = { .ep = ep, .inside = inside };
 	struct pollfd pfd = { .events = POLLIN };
 	int pr, ret;
 
@@ -944,17 +980,17 @@ static int qps_rx_sleep(struct qps_ep *ep, int timeout)
 	/* Counted: a close waits for us before it closes the descriptor. */
 	pfd.fd = ep->epfd;
 
+	/* The cancellation point of a blocking receive, as recv(2) is one:
+	 * a thread cancelled here leaves uncounted, or a close and the
+	 * context's destruction would wait for it forever. Nothing else
+	 * of ours is held here. */
+	pthread_cleanup_push(qps_rx_sleep_cancelled, &z);
 	pr = poll(&pfd, 1, timeout);
+	pthread_cleanup_pop(0);
 	if (pr < 0 && errno == EINTR)
 		ret = -EINTR;
-
-	qps_mutex_lock(&ctx->rx.lock);
-	ep->waiters--;
-	if (qps_ep_check(ep) < 0)
+	if (!qps_rx_sleep_leave(ep))
 		ret = -EBADF;
-	else
-		qps_ep_disarm_locked(ep);
-	qps_mutex_unlock(&ctx->rx.lock);
 	return ret;
 }
 
@@ -1067,7 +1103,7 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 		/* Without a completion channel nothing wakes us: poll. */
 		if (ctx->event_fd < 0 && (timeout < 0 || timeout > 1))
 			timeout = 1;
-		ret = qps_rx_sleep(ep, timeout);
+		ret = qps_rx_sleep(ep, timeout, inside);
 		if (ret < 0)
 			return ret;
 	}

@@ -137,6 +137,20 @@ static int qps_tx_wait_spin(struct qps_sq *sq)
 	return ret < 0 ? ret : 0;
 }
 
+/* A sender cancelled asleep leaves uncounted everywhere it was counted,
+ * or a close and the context's destruction would wait for it forever. */
+static void qps_tx_sleep_cancelled(void *arg)
+{
+	struct qps_tx_wait *w = arg;
+	struct qps_ctx *ctx = w->ep->ctx;
+
+	__atomic_sub_fetch(&ctx->txw_sleepers, 1, __ATOMIC_SEQ_CST);
+	qps_mutex_lock(&ctx->rx.lock);
+	w->ep->waiters--;
+	qps_mutex_unlock(&ctx->rx.lock);
+	qps_tx_wait_end(w);
+}
+
 /*
  * Sleep on @sq's completion event, for at most @timeout ms (-1: no
  * limit). Counted in the endpoint's waiters meanwhile; on the way out we
@@ -157,7 +171,10 @@ static int qps_tx_sleep_poll(struct qps_tx_wait *w, int evfd, int timeout)
 	if (ret < 0)
 		return ret;
 
+	/* A cancellation point, as a blocking send(2) is one. */
+	pthread_cleanup_push(qps_tx_sleep_cancelled, w);
 	pr = poll(pfd, 2, timeout);
+	pthread_cleanup_pop(0);
 	if (pr < 0 && errno == EINTR)
 		ret = -EINTR;
 	/* Seq-cst: see qps_txw_wake; out before we drain, so that our own

@@ -12,8 +12,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -867,6 +869,361 @@ static void test_syscall(void)
 	      EBADF);
 }
 
+/* A file holding "file", opened on @n (just closed, so the lowest free
+ * number), or -1. */
+static char file_path[] = "/tmp/test_preload_calls.XXXXXX";
+
+static int file_on(int n)
+{
+	int fds[64], k = 0, fd = -1, i;
+
+	while (k < 64) {
+		fd = open(file_path, O_RDONLY);
+		if (fd < 0 || fd >= n)
+			break;
+		fds[k++] = fd;
+	}
+	for (i = 0; i < k; i++)
+		close(fds[i]);
+	if (fd >= 0 && fd != n) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* @n reads as the file: a stale mapping would wait on a dead endpoint
+ * (poll's bound turns that into a failure) or fail. */
+static bool reads_file(int n)
+{
+	struct pollfd p = { .fd = n, .events = POLLIN };
+	char b[8];
+
+	return poll(&p, 1, 1000) == 1 && read(n, b, sizeof(b)) == 4 &&
+	       memcmp(b, "file", 4) == 0;
+}
+
+static void close_then_file(int (*how)(int))
+{
+	struct sockaddr_in a;
+	int n = bound(&a);
+
+	EQ(how(n), 0);
+	CU_ASSERT_FATAL(file_on(n) == n);
+	CU_ASSERT(reads_file(n));
+	close(n);
+}
+
+static int by_close_range(int fd)
+{
+	return close_range((unsigned int)fd, (unsigned int)fd, 0);
+}
+
+static int by_sys_close_range(int fd)
+{
+	return (int)syscall(SYS_close_range, fd, fd, 0);
+}
+
+static int by_fclose(int fd)
+{
+	FILE *f = fdopen(fd, "r");
+
+	return f ? fclose(f) : -1;
+}
+
+static int closefrom_child(void)
+{
+	struct sockaddr_in s = { .sin_family = AF_INET };
+	int n = socket(AF_INET, SOCK_DGRAM, 0);
+
+	if (n < 0 || bind(n, (struct sockaddr *)&s, sizeof(s)) < 0)
+		return 1;
+	closefrom(n);
+	return file_on(n) == n && reads_file(n) ? 0 : 1;
+}
+
+/* Runs @fn in a child, which exits with its answer (0: pass). It has
+ * @ms to answer and then @exit_ms to exit: the exit teardown must not
+ * wait for calls that are gone. A child whose fn closed the pipe
+ * (closefrom) answers by its status alone. */
+static void in_child(int (*fn)(void), int ms, int exit_ms)
+{
+	struct pollfd p;
+	int pp[2], st = -1, i;
+	pid_t pid, w = 0;
+	char c = 1;
+
+	CU_ASSERT_FATAL(pipe(pp) == 0);
+	pid = fork();
+	if (pid == 0) {
+		close(pp[0]);
+		c = (char)fn();
+		if (write(pp[1], &c, 1) < 0) {
+			/* Closed by fn (closefrom): the status answers. */
+		}
+		exit(c);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	close(pp[1]);
+	p = (struct pollfd){ .fd = pp[0], .events = POLLIN };
+	EQ(poll(&p, 1, ms), 1);
+	if (read(pp[0], &c, 1) == 1)
+		EQ(c, 0);
+	for (i = 0; i < exit_ms / 10 && w == 0; i++) {
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			usleep(10000);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	EQ(w, pid);
+	CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(pp[0]);
+}
+
+/* Every way to close an fd leaves its number to the next user: a file
+ * opened on it reads as the file. CLOSE_RANGE_CLOEXEC only marks. */
+static void test_close_ways(void)
+{
+	struct sockaddr_in a, b;
+	int fd, fa;
+	char buf[8];
+
+	fd = mkstemp(file_path);
+	CU_ASSERT_FATAL(fd >= 0);
+	EQ(write(fd, "file", 4), 4);
+	close(fd);
+	close_then_file(by_close_range);
+	close_then_file(by_sys_close_range);
+	close_then_file(by_fclose);
+	/* dup2 of a file over a socket closes the socket implicitly. */
+	fa = bound(&a);
+	fd = open(file_path, O_RDONLY);
+	EQ(dup2(fd, fa), fa);
+	close(fd);
+	CU_ASSERT(reads_file(fa));
+	close(fa);
+	in_child(closefrom_child, 5000, 1000);
+
+	fa = bound(&a);
+	fd = bound(&b);
+	EQ(close_range((unsigned int)fd, (unsigned int)fd,
+		       CLOSE_RANGE_CLOEXEC), 0);
+	CU_ASSERT(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	EQ(sendto(fa, "c", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fd);
+	EQ(recv(fd, buf, sizeof(buf), 0), 1);
+	close(fa);
+	close(fd);
+	unlink(file_path);
+}
+
+enum blocking_call {
+	BC_RECV, BC_RECVFROM, BC_RECVMSG, BC_RECVMMSG, BC_READ, BC_READV,
+	BC_POLL, BC_PPOLL, BC_SELECT, BC_PSELECT, BC_EPOLL_WAIT,
+	BC_EPOLL_PWAIT, BC_N
+};
+
+struct blocker {
+	int fd, ep;
+	enum blocking_call call;
+};
+
+/* Blocks in one call on fd until cancelled. */
+static void *blocking_thread(void *arg)
+{
+	struct blocker *b = arg;
+	char big[2][4096], one[8];
+	struct iovec iov[2] = { { big[0], 4096 }, { big[1], 4096 } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+	struct mmsghdr mm = { .msg_hdr = mh };
+	struct pollfd p = { .fd = b->fd, .events = POLLIN };
+	struct epoll_event ev;
+	ssize_t r;
+	fd_set rd;
+
+	FD_ZERO(&rd);
+	FD_SET(b->fd, &rd);
+	switch (b->call) {
+	case BC_RECV: r = recv(b->fd, one, sizeof(one), 0); break;
+	case BC_RECVFROM:
+		r = recvfrom(b->fd, one, sizeof(one), 0, NULL, NULL);
+		break;
+	case BC_RECVMSG: r = recvmsg(b->fd, &mh, 0); break;
+	case BC_RECVMMSG: r = recvmmsg(b->fd, &mm, 1, 0, NULL); break;
+	case BC_READ: r = read(b->fd, one, sizeof(one)); break;
+	case BC_READV: r = readv(b->fd, iov, 2); break;
+	case BC_POLL: r = poll(&p, 1, -1); break;
+	case BC_PPOLL: r = ppoll(&p, 1, NULL, NULL); break;
+	case BC_SELECT: r = select(b->fd + 1, &rd, NULL, NULL, NULL); break;
+	case BC_PSELECT:
+		r = pselect(b->fd + 1, &rd, NULL, NULL, NULL, NULL);
+		break;
+	case BC_EPOLL_WAIT: r = epoll_wait(b->ep, &ev, 1, -1); break;
+	default: r = epoll_pwait(b->ep, &ev, 1, -1, NULL); break;
+	}
+	/* Returned: not cancelled (the joiner wants PTHREAD_CANCELED). */
+	return (void *)(r + 2);
+}
+
+/* Any address: under the preload a forked child's context has one of
+ * its own. */
+static int bound_any(unsigned short port)
+{
+	struct sockaddr_in s = { .sin_family = AF_INET,
+				 .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&s, sizeof(s)) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* A thread blocked in @call on a socket is cancelled and joined; the
+ * socket's close then frees its port at once, as the kernel's. */
+static bool cancel_one(enum blocking_call call)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+	struct blocker b = { .call = call, .ep = -1 };
+	struct timespec until;
+	void *ret = NULL;
+	pthread_t t;
+	int again;
+
+	b.fd = bound_any(0);
+	if (b.fd < 0 || getsockname(b.fd, (struct sockaddr *)&a, &l) < 0)
+		return false;
+	if (call == BC_EPOLL_WAIT || call == BC_EPOLL_PWAIT) {
+		b.ep = epoll_create1(0);
+		ev.data.fd = b.fd;
+		if (epoll_ctl(b.ep, EPOLL_CTL_ADD, b.fd, &ev) < 0)
+			return false;
+	}
+	if (pthread_create(&t, NULL, blocking_thread, &b) != 0)
+		return false;
+	usleep(50000);
+	pthread_cancel(t);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	if (pthread_timedjoin_np(t, &ret, &until) != 0 ||
+	    ret != PTHREAD_CANCELED)
+		return false;
+	if (b.ep >= 0)
+		close(b.ep);
+	if (close(b.fd) != 0)
+		return false;
+	again = bound_any(ntohs(a.sin_port));
+	if (again < 0) {
+		printf("cancel: call %d: port still held after close\n", call);
+		return false;
+	}
+	close(again);
+	return true;
+}
+
+static int cancel_child(void)
+{
+	int c, bad = 0;
+
+	for (c = 0; c < BC_N; c++)
+		bad += !cancel_one((enum blocking_call)c);
+	return bad;
+}
+
+/* A receive left blocked in a cancelled thread, and the socket left
+ * open: the child's exit must not wait for the call. */
+static int cancel_exit_child(void)
+{
+	struct blocker b = { .call = BC_RECV, .ep = -1 };
+	pthread_t t;
+
+	b.fd = bound_any(0);
+	if (b.fd < 0 || pthread_create(&t, NULL, blocking_thread, &b) != 0)
+		return 1;
+	usleep(50000);
+	pthread_cancel(t);
+	return pthread_join(t, NULL) != 0;
+}
+
+static void test_cancel(void)
+{
+	in_child(cancel_child, 10000, 1000);
+	in_child(cancel_exit_child, 5000, 1000);
+}
+
+static void on_alrm(int sig)
+{
+	(void)sig;
+}
+
+/* signal() restarts (BSD); siginterrupt(sig, 1) makes it interrupt. */
+static int siginterrupt_child(void)
+{
+	int fd = bound_any(0);
+	char buf[8];
+	long r;
+
+	signal(SIGALRM, on_alrm);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	siginterrupt(SIGALRM, 1);
+#pragma GCC diagnostic pop
+	alarm(1);
+	r = recv(fd, buf, sizeof(buf), 0);
+	return r == -1 && errno == EINTR ? 0 : 1;
+}
+
+static void test_siginterrupt(void)
+{
+	in_child(siginterrupt_child, 5000, 1000);
+}
+
+static __thread sigjmp_buf jump_out;
+
+static void on_usr2_jump(int sig)
+{
+	(void)sig;
+	siglongjmp(jump_out, 1);
+}
+
+static void *jump_thread(void *arg)
+{
+	char buf[8];
+
+	if (sigsetjmp(jump_out, 1) == 0)
+		recv(*(int *)arg, buf, sizeof(buf), 0);
+	return NULL;
+}
+
+/* A handler leaves a blocked receive with siglongjmp, on another thread
+ * than the one that exits: the exit teardown must not wait for it. */
+static int longjmp_child(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr2_jump };
+	int fd = bound_any(0);
+	pthread_t t;
+
+	sigemptyset(&sa.sa_mask);
+	if (fd < 0 || sigaction(SIGUSR2, &sa, NULL) < 0 ||
+	    pthread_create(&t, NULL, jump_thread, &fd) != 0)
+		return 1;
+	usleep(50000);
+	pthread_kill(t, SIGUSR2);
+	return pthread_join(t, NULL) != 0;
+}
+
+/* The teardown gives calls inside 1 s to leave, then leaves them. */
+static void test_siglongjmp(void)
+{
+	in_child(longjmp_child, 5000, 3000);
+}
+
 /* A socket to loopback stays on the kernel under the preload. */
 static void test_loopback_fallback(void)
 {
@@ -953,6 +1310,12 @@ int main(void)
 		{ "vfork child closes", test_vfork_close },
 		{ "loopback falls back", test_loopback_fallback },
 		{ "syscall() entry points", test_syscall },
+		{ "close_range, closefrom, fclose, dup2: the number's next user",
+		  test_close_ways },
+		{ "pthread_cancel in blocking calls", test_cancel },
+		{ "siginterrupt", test_siginterrupt },
+		{ "siglongjmp out of a blocked recv, then exit",
+		  test_siglongjmp },
 		CU_TEST_INFO_NULL,
 	};
 	CU_SuiteInfo suites[] = {
