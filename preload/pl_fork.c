@@ -15,9 +15,10 @@
  * since a prefork parent never touches the socket again and a daemon's
  * parent exits.
  * Between two owners the kernel socket is the socket: it holds the port
- * already, so its nothing-accepting filter is taken off and it queues
- * what arrives (the gap); the taker's bind puts the filter back and
- * drains that queue into its endpoint. On emu there is no kernel path:
+ * already, so the filter that keeps the device's traffic out of it is
+ * taken off and it queues what arrives (the gap); the taker's bind puts
+ * the filter back and drains that queue into its endpoint. On emu there
+ * is no kernel path:
  * the socket is released only by close, exit or exec, and a process
  * takes it only at the address it had (emu's addresses are per process),
  * so in practice when the process that had it has exited.
@@ -26,7 +27,8 @@
  * serve, when nobody does (or the owner died without letting go). A
  * process that cannot take it sees the plain kernel socket (packet,
  * verbs: sends leave through the kernel from the right port, receives
- * get what the gap queues) or, on emu, calls that fail with EBADFD.
+ * get what the gap queues); on emu its blocking calls wait until it can
+ * take it (pl_fork_wait), its non-blocking ones get EAGAIN.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -59,7 +61,6 @@ struct pl_share {
 	int ngroups;
 	struct qps_mreq groups[PL_SHARE_GROUPS];
 	bool gap;		/* the kernel socket queues (packet, verbs) */
-	bool gap_pktinfo;	/* IP_PKTINFO turned on for the gap alone */
 	uint32_t used;		/* bytes of data[] in records */
 	uint32_t lost;		/* datagrams that did not fit */
 	unsigned char data[];	/* struct pl_handoff + payload, aligned */
@@ -204,7 +205,8 @@ static void kernel_joins(int kfd, const struct pl_share *sh, bool add)
 }
 
 /* The kernel socket queues from now until a taker's bind: it holds the
- * port already, only its filter kept it empty. */
+ * port already, only its filter kept the device's traffic out. It keeps
+ * IP_PKTINFO on after (the second source needs it, QPS_OPT_HOST_RX). */
 static void gap_open(struct pl_sock *s, struct pl_share *sh)
 {
 	int one = 1, rcv = s->rcvbuf / 2;
@@ -218,7 +220,6 @@ static void gap_open(struct pl_sock *s, struct pl_share *sh)
 	if (rcv > 0)
 		(void)pl_real.setsockopt(s->kfd, SOL_SOCKET, SO_RCVBUF, &rcv,
 					 sizeof(rcv));
-	sh->gap_pktinfo = !s->pktinfo;
 	(void)pl_real.setsockopt(s->kfd, IPPROTO_IP, IP_PKTINFO, &one,
 				 sizeof(one));
 	kernel_joins(s->kfd, sh, true);
@@ -409,14 +410,10 @@ static void gap_close(struct pl_sock *s, struct pl_share *sh,
 		      struct qps_ep *ep)
 {
 	char *buf;
-	int zero = 0;
 
 	if (!sh->gap)
 		return;
 	kernel_joins(s->kfd, sh, false);
-	if (sh->gap_pktinfo)
-		(void)pl_real.setsockopt(s->kfd, IPPROTO_IP, IP_PKTINFO, &zero,
-					 sizeof(zero));
 	buf = malloc(PL_HANDOFF_MAX);
 	if (buf) {
 		requeue_gap(s, ep, buf);

@@ -108,7 +108,9 @@ void qps_rx_host_start(struct qps_ep *ep)
 
 void qps_rx_host_bind(struct qps_ep *ep, uint32_t addr, uint16_t port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = port };
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = port },
+			   now;
+	socklen_t len = sizeof(now);
 	int one = 1;
 
 	/* The wire is no interface of the host: a wildcard endpoint is the
@@ -118,6 +120,11 @@ void qps_rx_host_bind(struct qps_ep *ep, uint32_t addr, uint16_t port)
 		return;
 	if (setsockopt(ep->adopt_fd, IPPROTO_IP, IP_PKTINFO, &one,
 		       sizeof(one)) < 0 ||
+	    getsockname(ep->adopt_fd, (struct sockaddr *)&now, &len) < 0)
+		return;
+	/* Bound there already by the endpoint of another process that
+	 * served the socket (a socket inherited across fork). */
+	if (now.sin_port != port &&
 	    bind(ep->adopt_fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		return;
 	qps_rx_host_start(ep);
