@@ -67,7 +67,7 @@ static struct pl_sock *stream_unmap(FILE *f)
 	if (fd < 0 || !pl_mapped(fd) || pl_vforked())
 		return NULL;
 	if (__fpending(f))
-		fflush(f);
+		(void)fflush(f);
 	pl_epset_close(fd);
 	return pl_remove(fd);
 }

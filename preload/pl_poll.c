@@ -152,6 +152,54 @@ static void held_release(void *arg)
 	}
 }
 
+/* Gives back the references of one round, keeping the arrays. */
+static void held_drop(struct pl_pheld *h)
+{
+	size_t j;
+
+	for (j = 0; j < h->k; j++)
+		pl_put(h->o[j].s);
+	h->k = 0;
+}
+
+/* One round: the kernel waits, for @deadline (ns, < 0: none) or, when
+ * a socket another process serves is among them (emu, pl_fork.c), one
+ * step, after which it is looked at again; 0: nothing happened. */
+static int poll_round(struct pollfd *fds, nfds_t n, struct pl_pheld *h,
+		      int64_t deadline, const sigset_t *mask, bool *waiting)
+{
+	struct pl_pslot *o = h->o;
+	struct pollfd *all = h->all;
+	int64_t spin_end, end = deadline;
+	int r, busy = 0;
+	size_t j;
+
+	h->k = find_offloaded(fds, n, o, waiting);
+	memcpy(all, fds, n * sizeof(*fds));
+	for (j = 0; j < h->k; j++) {
+		int b = pl_busy_us(o[j].s);
+
+		all[o[j].idx].events &= (short)~PL_IN;
+		all[n + j].fd = qps_ep_fd(o[j].s->ep);
+		all[n + j].events = POLLIN;
+		busy = b > busy ? b : busy;
+	}
+	spin_end = pl_spin_end(busy, deadline);
+	if (*waiting) {
+		int64_t step = pl_now_ns() + PL_FORK_STEP_MS * 1000000LL;
+
+		end = deadline < 0 || step < deadline ? step : deadline;
+	}
+	do {
+		/* While spinning the kernel only looks (a deadline now). */
+		int64_t now = pl_now_ns();
+
+		r = wait_merge(fds, n, all, o, h->k,
+			       now < spin_end ? now : end, mask);
+	} while (r == 0 && (end < 0 || pl_now_ns() < end));
+	return r;
+}
+
 /* poll over @fds with offloaded entries; @deadline_ns < 0: no limit. */
 static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 		      const sigset_t *mask)
@@ -159,10 +207,8 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 	struct pl_pslot ostack[PL_POLL_STACK], *o = ostack;
 	struct pollfd astack[2 * PL_POLL_STACK], *all = astack;
 	struct pl_pheld held;
-	int64_t spin_end, end;
 	bool waiting;
-	int r, busy = 0;
-	size_t j, k;
+	int r;
 
 	if (n > PL_POLL_STACK) {
 		o = malloc(n * sizeof(*o));
@@ -177,42 +223,11 @@ static int poll_mixed(struct pollfd *fds, nfds_t n, int64_t deadline,
 	held = (struct pl_pheld){ .o = o, .ostack = ostack, .all = all };
 	pthread_cleanup_push(held_release, &held);
 	for (;;) {
-		k = find_offloaded(fds, n, o, &waiting);
-		held.k = k;
-		memcpy(all, fds, n * sizeof(*fds));
-		for (j = 0; j < k; j++) {
-			int b = pl_busy_us(o[j].s);
-
-			all[o[j].idx].events &= (short)~PL_IN;
-			all[n + j].fd = qps_ep_fd(o[j].s->ep);
-			all[n + j].events = POLLIN;
-			busy = b > busy ? b : busy;
-		}
-		spin_end = pl_spin_end(busy, deadline);
-		/* A socket another process serves (emu, pl_fork.c) is
-		 * looked at again every step, to be taken once it is let
-		 * go. */
-		end = deadline;
-		if (waiting) {
-			int64_t step = pl_now_ns() +
-				       PL_FORK_STEP_MS * 1000000LL;
-
-			end = deadline < 0 || step < deadline ? step : deadline;
-		}
-		do {
-			/* While spinning the kernel only looks (a deadline
-			 * now). */
-			int64_t now = pl_now_ns();
-
-			r = wait_merge(fds, n, all, o, k,
-				       now < spin_end ? now : end, mask);
-		} while (r == 0 && (end < 0 || pl_now_ns() < end));
+		r = poll_round(fds, n, &held, deadline, mask, &waiting);
 		if (r != 0 || !waiting ||
 		    (deadline >= 0 && pl_now_ns() >= deadline))
 			break;
-		for (j = 0; j < k; j++)
-			pl_put(o[j].s);
-		held.k = 0;
+		held_drop(&held);
 	}
 	pthread_cleanup_pop(1);
 	return r;

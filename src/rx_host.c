@@ -153,8 +153,9 @@ static bool host_one(struct qps_ep *ep, int fd)
 		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
 	};
 	struct cmsghdr *c;
-	uint8_t *frame;
-	ssize_t len = recv(fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	uint8_t *frame, probe;
+	/* MSG_TRUNC: the datagram's length, whatever the buffer's. */
+	ssize_t len = recv(fd, &probe, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
 	int flen;
 
 	if (len < 0)
