@@ -22,27 +22,34 @@
  * fd and id, never by reference, so an offloaded fd closed while still
  * in a set is freed as on the kernel, and its record is dropped later.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 #include "preload.h"
 
 #define PL_EP_IN (EPOLLIN | EPOLLRDNORM)
 #define PL_EP_FLAGS (EPOLLET | EPOLLONESHOT | EPOLLWAKEUP | EPOLLEXCLUSIVE)
+#define PL_EPSETS_MAX (1 << 20)
 
 struct pl_eprec {
 	epoll_data_t app;
 	int fd;
 	uint64_t id;
 	uint32_t events;	/* as registered on the readiness fd */
+	/* Our own duplicate of the socket's readiness fd: epoll keys an
+	 * entry by file and number, so two fds of one socket (dup) can be
+	 * in one set, as on the kernel. */
 	int rfd;
 };
 
 struct pl_epset {
 	pthread_mutex_t lock;
+	int epfd;
 	size_t n, cap;
 	struct pl_eprec **recs;
 };
@@ -64,8 +71,15 @@ static struct pl_epset *set_get(int epfd, bool create)
 		return NULL;
 	pthread_mutex_lock(&sets_lock);
 	if (!sets) {
+		struct rlimit rl;
 		size_t n = 65536;
-		void *p = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE,
+		void *p;
+
+		/* Any epoll fd the process can have, as the fd table. */
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max > n)
+			n = rl.rlim_max > PL_EPSETS_MAX ? PL_EPSETS_MAX :
+			    rl.rlim_max;
+		p = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p != MAP_FAILED) {
@@ -80,6 +94,7 @@ static struct pl_epset *set_get(int epfd, bool create)
 		if (!s) {
 			s = calloc(1, sizeof(*s));
 			if (s) {
+				s->epfd = epfd;
 				pthread_mutex_init(&s->lock, NULL);
 				__atomic_store_n(&sets[epfd], s,
 						 __ATOMIC_RELEASE);
@@ -118,8 +133,10 @@ void pl_epset_close(int epfd)
 	/* A thread still in epoll_wait on it holds no pointer past the
 	 * set's lock: take it once before freeing. */
 	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < s->n; i++)
+	for (i = 0; i < s->n; i++) {
+		pl_real.close(s->recs[i]->rfd);
 		free(s->recs[i]);
+	}
 	free(s->recs);
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
@@ -149,18 +166,25 @@ static struct pl_eprec *rec_find_fd(struct pl_epset *set, int fd,
 	return NULL;
 }
 
-static struct pl_eprec *rec_find_ptr(struct pl_epset *set, const void *p)
+static struct pl_eprec *rec_find_ptr(struct pl_epset *set, const void *p,
+				     size_t *at)
 {
 	size_t i;
 
 	for (i = 0; i < set->n; i++)
-		if (set->recs[i] == p)
+		if (set->recs[i] == p) {
+			*at = i;
 			return set->recs[i];
+		}
 	return NULL;
 }
 
 static void rec_del(struct pl_epset *set, size_t at)
 {
+	/* Out of the set first: our number may be reused at once. */
+	(void)pl_real.epoll_ctl(set->epfd, EPOLL_CTL_DEL, set->recs[at]->rfd,
+				NULL);
+	pl_real.close(set->recs[at]->rfd);
 	free(set->recs[at]);
 	set->recs[at] = set->recs[--set->n];
 }
@@ -200,10 +224,14 @@ static struct pl_eprec *rec_add(struct pl_epset *set, struct pl_sock *s,
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
+	r->rfd = pl_real.fcntl(rfd, F_DUPFD_CLOEXEC, 0);
+	if (r->rfd < 0) {
+		free(r);
+		return NULL;
+	}
 	r->app = app;
 	r->fd = fd;
 	r->id = s->id;
-	r->rfd = rfd;
 	set->recs[set->n++] = r;
 	return r;
 }
@@ -225,7 +253,10 @@ static int ctl_sock(struct pl_epset *set, int epfd, int op, int fd,
 	int r, r2;
 
 	if (ev) {
-		in = (ev->events & PL_EP_IN) | (ev->events & PL_EP_FLAGS);
+		/* EPOLLEXCLUSIVE is the kernel socket's alone: the kernel
+		 * refuses it on an epoll fd, which the readiness fd is. */
+		in = (ev->events & PL_EP_IN) |
+		     (ev->events & PL_EP_FLAGS & ~(uint32_t)EPOLLEXCLUSIVE);
 		rest = ev->events & ~PL_EP_IN;
 		data = ev->data;
 	}
@@ -239,7 +270,7 @@ static int ctl_sock(struct pl_epset *set, int epfd, int op, int fd,
 			return r;
 		rec = rec_add(set, s, fd, rfd, data);
 		mine.ptr = rec;
-		r = rec ? ctl(epfd, op, rfd, in, mine) : -ENOMEM;
+		r = rec ? ctl(epfd, op, rec->rfd, in, mine) : -ENOMEM;
 		if (r < 0) {
 			pl_real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
 			if (rec && rec_find_fd(set, fd, s->id, &at))
@@ -253,7 +284,7 @@ static int ctl_sock(struct pl_epset *set, int epfd, int op, int fd,
 		if (r < 0 || !rec)
 			return r;
 		mine.ptr = rec;
-		r = ctl(epfd, op, rfd, in, mine);
+		r = ctl(epfd, op, rec->rfd, in, mine);
 		if (!r) {
 			rec->app = data;
 			rec->events = in;
@@ -261,7 +292,7 @@ static int ctl_sock(struct pl_epset *set, int epfd, int op, int fd,
 		return r;
 	case EPOLL_CTL_DEL:
 		r = ctl(epfd, op, fd, 0, data);
-		r2 = rec ? ctl(epfd, op, rfd, 0, data) : -ENOENT;
+		r2 = rec ? 0 : -ENOENT;
 		if (rec)
 			rec_del(set, at);
 		return r == 0 || r2 == 0 ? 0 : r;
@@ -305,7 +336,8 @@ static int filter(struct pl_epset *set, int epfd, struct epoll_event *ev,
 
 	pthread_mutex_lock(&set->lock);
 	for (i = 0; i < n; i++) {
-		struct pl_eprec *rec = rec_find_ptr(set, ev[i].data.ptr);
+		size_t at = 0;
+		struct pl_eprec *rec = rec_find_ptr(set, ev[i].data.ptr, &at);
 		struct pl_sock *s;
 		bool ready;
 
@@ -313,13 +345,19 @@ static int filter(struct pl_epset *set, int epfd, struct epoll_event *ev,
 			ev[k++] = ev[i];
 			continue;
 		}
-		s = pl_get(rec->fd);
-		ready = s && s->id == rec->id && qps_ep_wait(s->ep, 0) == 1;
+		s = pl_get_id(rec->fd, rec->id);
+		if (!s) {
+			/* Gone without EPOLL_CTL_DEL: the kernel drops a
+			 * file closed everywhere from its sets; our
+			 * duplicate would keep its readiness fd there. */
+			rec_del(set, at);
+			continue;
+		}
+		ready = qps_ep_wait(s->ep, 0) == 1;
 		if (ready) {
 			ev[k].events = ev[i].events;
 			ev[k++].data = rec->app;
-		} else if (s && s->id == rec->id &&
-			   (rec->events & EPOLLONESHOT)) {
+		} else if (rec->events & EPOLLONESHOT) {
 			/* Not the application's wake-up: it stays armed. */
 			epoll_data_t mine = { .ptr = rec };
 

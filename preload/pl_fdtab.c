@@ -238,6 +238,22 @@ int pl_fdtab_next(int fd)
 	return -1;
 }
 
+struct pl_sock *pl_get_id(int fd, uint64_t id)
+{
+	struct pl_sock *s = pl_get(fd);
+
+	if (s && s->id == id)
+		return s;
+	pl_put(s);
+	for (fd = pl_fdtab_next(0); fd >= 0; fd = pl_fdtab_next(fd + 1)) {
+		s = pl_get(fd);
+		if (s && s->id == id)
+			return s;
+		pl_put(s);
+	}
+	return NULL;
+}
+
 int pl_fdtab_count(const struct pl_sock *s)
 {
 	int fd, n = 0;

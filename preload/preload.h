@@ -221,6 +221,9 @@ int pl_install(int fd, struct pl_sock *s);
 struct pl_sock *pl_remove(int fd);
 /* Makes @newfd (a duplicate of @oldfd just made) name @oldfd's socket. */
 void pl_dup_map(int oldfd, int newfd);
+/* pl_get of the socket @id, at @fd or, closed there, at any other fd
+ * (an epoll entry lives as long as its file, not its number). */
+struct pl_sock *pl_get_id(int fd, uint64_t id);
 /* How many fds name @s. */
 int pl_fdtab_count(const struct pl_sock *s);
 /* The first mapped fd from @fd on, or -1. */

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -440,6 +441,74 @@ static void test_shutdown(void)
 	EQ(shutdown(fa, SHUT_WR), 0);
 	FAILS(send(fa, "x", 1, MSG_NOSIGNAL), EPIPE);
 	FAILS(shutdown(fa, 42), EINVAL);
+	close(fa);
+	close(fb);
+}
+
+/* epoll forms the kernel accepts on a UDP socket: EPOLLEXCLUSIVE, two
+ * fds of one socket (dup) in one set, an epoll fd numbered above 65535. */
+static void test_epoll_forms(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), fd2, ep, big = 70000;
+	struct epoll_event ev = { .events = EPOLLIN }, out[4];
+	struct rlimit rl;
+	char buf[8];
+
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CU_ASSERT_FATAL(ep >= 0);
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+	ev.data.fd = fb;
+	EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fb, &ev), 0);
+	/* Modifying an exclusive entry is refused, as the kernel does. */
+	FAILS(epoll_ctl(ep, EPOLL_CTL_MOD, fb, &ev), EINVAL);
+	EQ(sendto(fa, "x", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	EQ(epoll_wait(ep, out, 4, 2000), 1);
+	EQ(out[0].data.fd, fb);
+	EQ(recv(fb, buf, sizeof(buf), 0), 1);
+	EQ(epoll_ctl(ep, EPOLL_CTL_DEL, fb, NULL), 0);
+
+	/* Two numbers of one socket: two entries, both ready. */
+	fd2 = dup(fb);
+	CU_ASSERT_FATAL(fd2 >= 0);
+	ev.events = EPOLLIN;
+	ev.data.fd = fb;
+	EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fb, &ev), 0);
+	ev.data.fd = fd2;
+	EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fd2, &ev), 0);
+	FAILS(epoll_ctl(ep, EPOLL_CTL_ADD, fd2, &ev), EEXIST);
+	EQ(sendto(fa, "y", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fb);
+	EQ(epoll_wait(ep, out, 4, 2000), 2);
+	EQ(recv(fd2, buf, sizeof(buf), 0), 1);
+	/* A number closed without EPOLL_CTL_DEL stays in the set while its
+	 * socket lives (epoll(7), Q6): both entries still report. */
+	close(fd2);
+	EQ(sendto(fa, "z", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fb);
+	EQ(epoll_wait(ep, out, 4, 2000), 2);
+	EQ(recv(fb, buf, sizeof(buf), 0), 1);
+	ev.data.fd = fd2;
+	FAILS(epoll_ctl(ep, EPOLL_CTL_DEL, fd2, &ev), EBADF);
+
+	/* An epoll fd numbered past 65535, where the limit allows one. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max > (rlim_t)big) {
+		struct rlimit raised = { (rlim_t)big + 1, rl.rlim_max };
+
+		if (setrlimit(RLIMIT_NOFILE, &raised) == 0 &&
+		    dup2(ep, big) == big) {
+			EQ(epoll_ctl(big, EPOLL_CTL_DEL, fb, NULL), 0);
+			ev.data.fd = fb;
+			EQ(epoll_ctl(big, EPOLL_CTL_ADD, fb, &ev), 0);
+			EQ(sendto(fa, "w", 1, 0, (struct sockaddr *)&b,
+				  sizeof(b)), 1);
+			EQ(epoll_wait(big, out, 4, 2000), 1);
+			EQ(recv(fb, buf, sizeof(buf), 0), 1);
+			close(big);
+		}
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	close(ep);
 	close(fa);
 	close(fb);
 }
@@ -1301,6 +1370,8 @@ int main(void)
 		{ "setsockopt, getsockopt", test_options },
 		{ "shutdown", test_shutdown },
 		{ "poll, select, epoll mixed", test_poll_select_epoll },
+		{ "epoll: EPOLLEXCLUSIVE, dup'ed fds, high epoll fds",
+		  test_epoll_forms },
 		{ "dup, dup2, F_DUPFD", test_dup },
 		{ "close or shutdown while recv", test_close_while_recv },
 		{ "threads racing on the fd table", test_fd_races },
