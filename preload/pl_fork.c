@@ -176,32 +176,9 @@ static void kernel_joins(int kfd, const struct pl_share *sh, bool add)
 {
 	int i;
 
-	for (i = 0; i < sh->ngroups; i++) {
-		const struct qps_mreq *g = &sh->groups[i];
-
-		if (g->source.s_addr != INADDR_ANY) {
-			struct ip_mreq_source r = {
-				.imr_multiaddr = g->group,
-				.imr_interface = sh->ctx_addr,
-				.imr_sourceaddr = g->source,
-			};
-
-			(void)pl_real.setsockopt(kfd, IPPROTO_IP, add ?
-					IP_ADD_SOURCE_MEMBERSHIP :
-					IP_DROP_SOURCE_MEMBERSHIP, &r,
-					sizeof(r));
-		} else {
-			struct ip_mreqn r = {
-				.imr_multiaddr = g->group,
-				.imr_address = sh->ctx_addr,
-				.imr_ifindex = pl_ctx_info.ifindex,
-			};
-
-			(void)pl_real.setsockopt(kfd, IPPROTO_IP, add ?
-					IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP,
-					&r, sizeof(r));
-		}
-	}
+	for (i = 0; i < sh->ngroups; i++)
+		(void)pl_kernel_join(kfd, &sh->groups[i], sh->ctx_addr,
+				     pl_ctx_info.ifindex, add);
 }
 
 /* The kernel socket queues from now until a taker's bind: it holds the

@@ -250,6 +250,35 @@ void pl_sock_offload(int fd, int type)
 	pl_inside--;
 }
 
+int pl_kernel_join(int fd, const struct qps_mreq *m, struct in_addr iface,
+		   int ifindex, bool add)
+{
+	int r;
+
+	if (m->source.s_addr != INADDR_ANY) {
+		struct ip_mreq_source r4 = {
+			.imr_multiaddr = m->group,
+			.imr_interface = iface,
+			.imr_sourceaddr = m->source,
+		};
+
+		r = pl_real.setsockopt(fd, IPPROTO_IP, add ?
+				       IP_ADD_SOURCE_MEMBERSHIP :
+				       IP_DROP_SOURCE_MEMBERSHIP, &r4,
+				       sizeof(r4));
+	} else {
+		struct ip_mreqn rn = {
+			.imr_multiaddr = m->group,
+			.imr_address = iface,
+			.imr_ifindex = ifindex,
+		};
+
+		r = pl_real.setsockopt(fd, IPPROTO_IP, add ? IP_ADD_MEMBERSHIP :
+				       IP_DROP_MEMBERSHIP, &rn, sizeof(rn));
+	}
+	return r < 0 ? -errno : 0;
+}
+
 /* Memberships asked before the decision were kept for the endpoint;
  * the kernel socket now gets them, as the program asked. */
 static void joins_to_kernel(int fd, struct pl_sock *s)
@@ -258,35 +287,14 @@ static void joins_to_kernel(int fd, struct pl_sock *s)
 
 	for (i = 0; i < s->npending; i++) {
 		const struct qps_mreq *m = &s->pending[i];
-		int r;
+		int r = pl_kernel_join(fd, m, m->iface, !pl_ctx_info.emu &&
+				       m->ifindex == QPS_IFINDEX ?
+				       pl_ctx_info.ifindex : 0, true);
 
-		if (m->source.s_addr != INADDR_ANY) {
-			struct ip_mreq_source r4 = {
-				.imr_multiaddr = m->group,
-				.imr_interface = m->iface,
-				.imr_sourceaddr = m->source,
-			};
-
-			r = pl_real.setsockopt(fd, IPPROTO_IP,
-					       IP_ADD_SOURCE_MEMBERSHIP, &r4,
-					       sizeof(r4));
-		} else {
-			struct ip_mreqn rn = {
-				.imr_multiaddr = m->group,
-				.imr_address = m->iface,
-				.imr_ifindex = !pl_ctx_info.emu &&
-					       m->ifindex == QPS_IFINDEX ?
-					       pl_ctx_info.ifindex : 0,
-			};
-
-			r = pl_real.setsockopt(fd, IPPROTO_IP,
-					       IP_ADD_MEMBERSHIP, &rn,
-					       sizeof(rn));
-		}
 		if (r < 0)
 			pl_log("fd %d: membership asked before it fell back: "
 			       "the kernel refused it (%s)", fd,
-			       strerrordesc_np(errno));
+			       strerrordesc_np(-r));
 	}
 	s->npending = 0;
 }

@@ -236,6 +236,10 @@ void pl_fdtab_atfork_child(void);
 /* pl_sock.c */
 void pl_sock_offload(int fd, int type);
 void pl_sock_free(struct pl_sock *s);
+/* @m joined (@add) or left on the kernel socket @fd, on the interface
+ * @iface / @ifindex; -errno. */
+int pl_kernel_join(int fd, const struct qps_mreq *m, struct in_addr iface,
+		   int ifindex, bool add);
 /* The kernel socket is the endpoint's second source: what reaches the
  * host through other interfaces (loopback). */
 int pl_sock_host_rx(struct qps_ep *ep);

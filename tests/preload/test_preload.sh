@@ -71,6 +71,22 @@ fail() {
 	exit 1
 }
 
+# Two namespaces joined by a veth pair, 10.79.NET.1 in the first and
+# 10.79.NET.2 in the second; names from ns_a, ns_b, if_a, if_b. False
+# when this machine cannot make them.
+make_ns() {
+	local net=$1
+
+	ip netns add "$ns_a" && ip netns add "$ns_b" &&
+		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
+			netns "$ns_b" &&
+		ip -n "$ns_a" addr add "10.79.$net.1/24" dev "$if_a" &&
+		ip -n "$ns_b" addr add "10.79.$net.2/24" dev "$if_b" &&
+		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+		ip -n "$ns_a" link set "$if_a" up &&
+		ip -n "$ns_b" link set "$if_b" up
+}
+
 case $part in
 calls)
 	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$calls" ||
@@ -307,14 +323,7 @@ packet)
 		exit 77
 	fi
 	ns_a=plpa$$ ns_b=plpb$$ if_a=plva$$ if_b=plvb$$
-	if ! { ip netns add "$ns_a" && ip netns add "$ns_b" &&
-		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
-			netns "$ns_b" &&
-		ip -n "$ns_a" addr add 10.79.0.1/24 dev "$if_a" &&
-		ip -n "$ns_b" addr add 10.79.0.2/24 dev "$if_b" &&
-		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
-		ip -n "$ns_a" link set "$if_a" up &&
-		ip -n "$ns_b" link set "$if_b" up; }; then
+	if ! make_ns 0; then
 		echo "test_preload packet: skipped: cannot make namespaces here"
 		exit 77
 	fi
@@ -377,14 +386,7 @@ programs)
 		exit 77
 	fi
 	ns_a=plra$$ ns_b=plrb$$ if_a=plrva$$ if_b=plrvb$$
-	if ! { ip netns add "$ns_a" && ip netns add "$ns_b" &&
-		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
-			netns "$ns_b" &&
-		ip -n "$ns_a" addr add 10.79.5.1/24 dev "$if_a" &&
-		ip -n "$ns_b" addr add 10.79.5.2/24 dev "$if_b" &&
-		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
-		ip -n "$ns_a" link set "$if_a" up &&
-		ip -n "$ns_b" link set "$if_b" up; }; then
+	if ! make_ns 5; then
 		echo "test_preload programs: skipped: cannot make namespaces here"
 		exit 77
 	fi
@@ -468,14 +470,7 @@ fork)
 		exit 0
 	fi
 	ns_a=plfa$$ ns_b=plfb$$ if_a=plfva$$ if_b=plfvb$$
-	if ! { ip netns add "$ns_a" && ip netns add "$ns_b" &&
-		ip link add "$if_a" netns "$ns_a" type veth peer name "$if_b" \
-			netns "$ns_b" &&
-		ip -n "$ns_a" addr add 10.79.1.1/24 dev "$if_a" &&
-		ip -n "$ns_b" addr add 10.79.1.2/24 dev "$if_b" &&
-		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
-		ip -n "$ns_a" link set "$if_a" up &&
-		ip -n "$ns_b" link set "$if_b" up; }; then
+	if ! make_ns 1; then
 		echo "test_preload fork: packet part skipped: cannot make namespaces here"
 		exit 0
 	fi
