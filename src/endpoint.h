@@ -134,10 +134,9 @@ struct qps_ep {
 	/* QPS_OPT_HOST_RX (rx_host.c): the adopted socket, bound where the
 	 * endpoint is, queues what reaches the host through other
 	 * interfaces; -1 when not. Set under ctl_lock, read by the
-	 * receive path (atomic); hrx_last and hrx_tick under rx.lock. */
+	 * receive path (atomic); hrx_tick under rx.lock. */
 	bool host_rx;
 	int hrx_fd;
-	uint64_t hrx_last;
 	uint32_t hrx_tick;
 
 	/* Demux tables (demux.h): written under ctl_lock, read by the

@@ -1011,11 +1011,12 @@ qps_rx_take_locked(struct qps_ep *ep, int flags, const struct qps_rx_out *o)
 		return 0;
 	if (!ep->rxq_count)
 		qps_rx_progress_locked(ep->ctx);
-	/* The host's other interfaces: when nothing else is queued, and
-	 * now and then behind a queue the device keeps full. */
+	/* The host's other interfaces, every so many rounds whatever is
+	 * queued (a system call each: never per datagram); a receive about
+	 * to sleep and qps_ep_wait always look (rx_host.c). */
 	if (__atomic_load_n(&ep->hrx_fd, __ATOMIC_RELAXED) >= 0 &&
-	    (!ep->rxq_count || !(++ep->hrx_tick & QPS_RX_HOST_EVERY)))
-		qps_rx_host_poll_locked(ep, ep->rxq_count != 0);
+	    !(++ep->hrx_tick & QPS_RX_HOST_EVERY))
+		qps_rx_host_poll_locked(ep);
 	if (!ep->rxq_count)
 		return -EAGAIN;
 	return o ? qps_rxq_pop_locked(ep, flags, o) : 1;
@@ -1079,6 +1080,7 @@ static ssize_t qps_rx_rounds(struct qps_ep *ep, int flags,
 			 * device wake us until we are up again; arming polls
 			 * once more, which may have found our datagram. */
 			if (!spin && timeout) {
+				qps_rx_host_poll_locked(ep);
 				qps_ep_arm_locked(ep);
 				if (ep->rxq_count) {
 					qps_ep_disarm_locked(ep);
@@ -1221,6 +1223,12 @@ int qps_ep_wait(struct qps_ep *ep, int timeout_ms)
 
 	if (ret < 0)
 		return (int)ret;
+	/* The readiness descriptor may have woken for the second source. */
+	if (__atomic_load_n(&ep->hrx_fd, __ATOMIC_RELAXED) >= 0) {
+		qps_mutex_lock(&ep->ctx->rx.lock);
+		qps_rx_host_poll_locked(ep);
+		qps_mutex_unlock(&ep->ctx->rx.lock);
+	}
 	/* Busy-polls like a receive, then sleeps: what a qps_ep_fd() user
 	 * would otherwise have to write around poll(2). */
 	ret = qps_rx_loop(ep, 0, NULL, timeout_ms < 0 ? 0 : timeout_ms,

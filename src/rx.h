@@ -114,13 +114,14 @@ void qps_rx_inject_locked(struct qps_ctx *ctx, uint8_t *frame, size_t len);
 /* rx_host.c: QPS_OPT_HOST_RX. bind: the adopted socket bound where the
  * endpoint is, where the core alone holds ports (emu; best effort);
  * start: it receives into the endpoint (hold_port bound it); stop: no
- * more. Under ctl_lock. poll: its queue into the demux, under rx.lock;
- * @forced looks whatever the time since the last look. */
+ * more. Under ctl_lock. poll: its queue into the demux, under rx.lock.
+ * The receive path polls it every QPS_RX_HOST_EVERY + 1 rounds, before
+ * it sleeps and in qps_ep_wait. */
 #define QPS_RX_HOST_EVERY 63u
 void qps_rx_host_bind(struct qps_ep *ep, uint32_t addr, uint16_t port);
 void qps_rx_host_start(struct qps_ep *ep);
 void qps_rx_host_stop(struct qps_ep *ep);
-void qps_rx_host_poll_locked(struct qps_ep *ep, bool forced);
+void qps_rx_host_poll_locked(struct qps_ep *ep);
 void qps_ep_wake_locked(struct qps_ep *ep);
 /* A thread about to sleep on @ep: counted in ep->waiters (a close waits
  * for them to leave, each taking rx.lock to uncount itself), or -EBADF

@@ -13,10 +13,10 @@
  *     adopted kernel socket is bound where the endpoint is and filtered
  *     to drop what came in through the device, which the device gives
  *     us already; it is in the endpoint's epoll set, so sleepers and
- *     qps_ep_fd() users wake for it, and the receive path drains it
- *     when the queue is empty (at most every QPS_RX_HOST_GAP_NS while
- *     spinning) and every QPS_RX_HOST_EVERY + 1 datagrams behind a
- *     queue the device keeps full.
+ *     qps_ep_fd() users wake for it. A look costs a system call, so the
+ *     receive path looks every QPS_RX_HOST_EVERY + 1 rounds whatever is
+ *     queued (neither source starves the other), and always before it
+ *     sleeps and in qps_ep_wait (which confirms a wake-up).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,7 +32,6 @@
 #include "rx.h"
 
 #define QPS_REQUEUE_MAX (65535u - QPS_IP_HLEN - QPS_UDP_HLEN)
-#define QPS_RX_HOST_GAP_NS 10000u
 #define QPS_RX_HOST_BURST 16
 
 /* The headers of @len payload bytes already at @frame + QPS_HDRS_LEN,
@@ -189,14 +188,12 @@ static bool host_one(struct qps_ep *ep, int fd)
 	return true;
 }
 
-void qps_rx_host_poll_locked(struct qps_ep *ep, bool forced)
+void qps_rx_host_poll_locked(struct qps_ep *ep)
 {
 	int fd = __atomic_load_n(&ep->hrx_fd, __ATOMIC_RELAXED), i;
-	uint64_t now = qps_now_ns();
 
-	if (fd < 0 || (!forced && now - ep->hrx_last < QPS_RX_HOST_GAP_NS))
+	if (fd < 0)
 		return;
-	ep->hrx_last = now;
 	for (i = 0; i < QPS_RX_HOST_BURST && host_one(ep, fd); i++)
 		;
 }
