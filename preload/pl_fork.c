@@ -421,6 +421,7 @@ static int take(struct pl_sock *s, struct pl_share *sh)
 		goto fail;
 	options_to_ep(s, ep);
 	s->npending = 0;
+	s->npblock = 0;
 	if (sh->local.sin_port) {
 		/* The bind puts the kernel socket's filter back (host_port.c),
 		 * so the gap's queue stops growing before it is drained. */

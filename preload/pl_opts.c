@@ -6,7 +6,7 @@
  * acts on it. Options the endpoint has no use for go to the kernel
  * socket alone (it never sends or receives, so they are harmless there).
  * Exceptions, each explained where handled: SO_RCVBUF, SO_ERROR,
- * memberships, and IP_MULTICAST_IF on emu.
+ * memberships (pl_mcast.c), and IP_MULTICAST_IF on emu.
  */
 #include <arpa/inet.h>
 #include <limits.h>
@@ -87,150 +87,6 @@ static int pktinfo_sync(struct pl_sock *s)
 	return qps_setopt(s->ep, QPS_OPT_PKTINFO, &on, sizeof(on));
 }
 
-/* ip_mreq, ip_mreqn or ip_mreq_source to the core's form. */
-static int mreq_of(int opt, const void *val, socklen_t len,
-		   struct qps_mreq *m)
-{
-	memset(m, 0, sizeof(*m));
-	if (!val)
-		return -EFAULT;
-	if (opt == IP_ADD_SOURCE_MEMBERSHIP ||
-	    opt == IP_DROP_SOURCE_MEMBERSHIP) {
-		struct ip_mreq_source r;
-
-		if (len < sizeof(r))
-			return -EINVAL;
-		memcpy(&r, val, sizeof(r));
-		m->group = r.imr_multiaddr;
-		m->iface = r.imr_interface;
-		m->source = r.imr_sourceaddr;
-		return 0;
-	}
-	if (len >= sizeof(struct ip_mreqn)) {
-		struct ip_mreqn r;
-
-		memcpy(&r, val, sizeof(r));
-		m->group = r.imr_multiaddr;
-		m->iface = r.imr_address;
-		/* A context is one interface, QPS_IFINDEX to the core. */
-		if (r.imr_ifindex == pl_ctx_info.ifindex)
-			m->ifindex = QPS_IFINDEX;
-		else if (r.imr_ifindex)
-			m->ifindex = -1;
-		return 0;
-	}
-	if (len < sizeof(struct ip_mreq))
-		return -EINVAL;
-	{
-		struct ip_mreq r;
-
-		memcpy(&r, val, sizeof(r));
-		m->group = r.imr_multiaddr;
-		m->iface = r.imr_interface;
-	}
-	return 0;
-}
-
-static bool unbound(struct pl_sock *s)
-{
-	struct sockaddr_in a;
-	socklen_t l = sizeof(a);
-
-	return qps_getsockname(s->ep, (struct sockaddr *)&a, &l) == 0 &&
-	       a.sin_port == 0;
-}
-
-static int pending_find(struct pl_sock *s, const struct qps_mreq *m,
-			bool any_source)
-{
-	int i;
-
-	for (i = 0; i < s->npending; i++)
-		if (s->pending[i].group.s_addr == m->group.s_addr &&
-		    (any_source ||
-		     s->pending[i].source.s_addr == m->source.s_addr))
-			return i;
-	return -1;
-}
-
-/* Before bind: kept, checked as the kernel would (a group; not twice). */
-static int membership_pending(struct pl_sock *s, bool add,
-			      const struct qps_mreq *m)
-{
-	if (!IN_MULTICAST(ntohl(m->group.s_addr)))
-		return -EINVAL;
-	if (!add) {
-		int i = pending_find(s, m, m->source.s_addr == INADDR_ANY);
-		if (i < 0)
-			return -EADDRNOTAVAIL;
-		s->pending[i] = s->pending[--s->npending];
-		return 0;
-	}
-	if (pending_find(s, m, false) >= 0)
-		return -EADDRINUSE;
-	if (s->npending == PL_PENDING_JOINS)
-		return -ENOBUFS;
-	s->pending[s->npending++] = *m;
-	return 0;
-}
-
-void pl_joins_apply(struct pl_sock *s)
-{
-	int i;
-
-	for (i = 0; i < s->npending; i++) {
-		int ret = qps_join(s->ep, &s->pending[i], sizeof(s->pending[i]));
-		if (ret < 0)
-			pl_log("fd %d: membership asked before bind: %s", s->fd,
-			       strerrordesc_np(-ret));
-	}
-	s->npending = 0;
-}
-
-/* The kernel binds an unbound socket to port 0 at its first send or
- * connect, and memberships it holds then take effect on that port (a
- * sockperf multicast client joins, never binds, and gets its replies
- * sent to the group at its ephemeral port). The same here: bound now,
- * so the joins are made before the datagram leaves. */
-void pl_joins_autobind(struct pl_sock *s)
-{
-	struct sockaddr_in any = { .sin_family = AF_INET };
-	int ret;
-
-	if (!unbound(s)) {
-		pl_joins_apply(s);
-		return;
-	}
-	ret = qps_bind(s->ep, (struct sockaddr *)&any, sizeof(any));
-	if (ret < 0) {
-		pl_log("fd %d: memberships asked before bind: no port (%s)",
-		       s->fd, strerrordesc_np(-ret));
-		s->npending = 0;
-		return;
-	}
-	pl_joins_apply(s);
-}
-
-static int membership(struct pl_sock *s, int opt, const void *val,
-		      socklen_t len)
-{
-	bool add = opt == IP_ADD_MEMBERSHIP ||
-		   opt == IP_ADD_SOURCE_MEMBERSHIP;
-	struct qps_mreq m;
-	int ret = mreq_of(opt, val, len, &m);
-
-	if (ret < 0)
-		return ret;
-	/* The interface given by the application's address for it. */
-	if (m.iface.s_addr == pl_ctx_info.addr.s_addr)
-		m.iface.s_addr = INADDR_ANY;
-	if (unbound(s))
-		return membership_pending(s, add, &m);
-	if (add)
-		return qps_join(s->ep, &m, sizeof(m));
-	return qps_leave(s->ep, &m, sizeof(m));
-}
-
 /* Kernel first; then @opt on the endpoint with @v. The endpoint may
  * refuse a value the kernel took (a range qpsock does not have): the
  * kernel's answer stands, the endpoint keeps what it had. */
@@ -296,21 +152,6 @@ static int sol_socket(struct pl_sock *s, int fd, int name, const void *val,
 	       -errno : 0;
 }
 
-static bool join_falls_back(struct pl_sock *s, int fd, int name,
-			    const void *val, socklen_t len)
-{
-	char why[PL_WHY_MAX];
-	struct qps_mreq m;
-
-	/* Malformed: the endpoint gives the kernel's answer. */
-	if (mreq_of(name, val, len, &m) < 0 ||
-	    !IN_MULTICAST(ntohl(m.group.s_addr)) ||
-	    !pl_policy_join(s, m.group, why, sizeof(why)))
-		return false;
-	pl_sock_fallback(fd, s, why);
-	return true;
-}
-
 static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 		    socklen_t len)
 {
@@ -319,19 +160,20 @@ static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 
 	switch (name) {
 	case IP_ADD_MEMBERSHIP:
-	case IP_ADD_SOURCE_MEMBERSHIP:
-		/* A socket not yet decided decides at its first join
-		 * (pl_policy.c); one that goes to the kernel joins there. */
-		if (s->fresh && join_falls_back(s, fd, name, val, len))
-			return pl_real.setsockopt(fd, IPPROTO_IP, name, val,
-						  len) < 0 ? -errno : 0;
-		/* fall through */
 	case IP_DROP_MEMBERSHIP:
+	case IP_ADD_SOURCE_MEMBERSHIP:
 	case IP_DROP_SOURCE_MEMBERSHIP:
-		/* The endpoint's alone: on packet the core's joins make
-		 * the kernel send IGMP (common/igmp.c); on emu a kernel
-		 * join would send IGMP on a real link. */
-		return membership(s, name, val, len);
+	case IP_BLOCK_SOURCE:
+	case IP_UNBLOCK_SOURCE:
+	case IP_MSFILTER:
+	case MCAST_JOIN_GROUP:
+	case MCAST_LEAVE_GROUP:
+	case MCAST_JOIN_SOURCE_GROUP:
+	case MCAST_LEAVE_SOURCE_GROUP:
+	case MCAST_BLOCK_SOURCE:
+	case MCAST_UNBLOCK_SOURCE:
+	case MCAST_MSFILTER:
+		return pl_mcast_setopt(s, fd, name, val, len);
 	case IP_PKTINFO:
 		if (pl_real.setsockopt(fd, IPPROTO_IP, name, val, len) < 0)
 			return -errno;
@@ -419,6 +261,9 @@ PL_EXPORT int getsockopt(int fd, int level, int name, void *val,
 		return pl_real.getsockopt(fd, level, name, val, len);
 	if (level == SOL_SOCKET && name == SO_RCVBUF) {
 		r = put_int(s->rcvbuf, val, len);
+	} else if (level == IPPROTO_IP &&
+		   (name == MCAST_MSFILTER || name == IP_MSFILTER)) {
+		r = pl_mcast_getopt(s, name, val, len);
 	} else if (level == SOL_SOCKET && name == SO_ERROR) {
 		r = qps_getopt(s->ep, QPS_OPT_ERROR, &v, &l);
 		if (r == 0)

@@ -296,7 +296,21 @@ static void joins_to_kernel(int fd, struct pl_sock *s)
 			       "the kernel refused it (%s)", fd,
 			       strerrordesc_np(-r));
 	}
+	for (i = 0; i < s->npblock; i++) {
+		struct ip_mreq_source r4 = {
+			.imr_multiaddr = s->pblock[i].group,
+			.imr_interface = s->pblock[i].iface,
+			.imr_sourceaddr = s->pblock[i].source,
+		};
+
+		if (pl_real.setsockopt(fd, IPPROTO_IP, IP_BLOCK_SOURCE, &r4,
+				       sizeof(r4)) < 0)
+			pl_log("fd %d: source blocked before it fell back: "
+			       "the kernel refused it (%s)", fd,
+			       strerrordesc_np(errno));
+	}
 	s->npending = 0;
+	s->npblock = 0;
 }
 
 void pl_sock_fallback(int fd, struct pl_sock *s, const char *why)

@@ -13,6 +13,7 @@
  *   pl_close.c  close_range, closefrom, fclose, freopen: the other ways
  *               an fd is closed
  *   pl_opts.c   setsockopt, getsockopt
+ *   pl_mcast.c  memberships and source filters, every form
  *   pl_send.c   send family; pl_recv.c receive family
  *   pl_poll.c   poll, ppoll, select, pselect
  *   pl_epoll.c  epoll_ctl, epoll_wait, epoll_pwait
@@ -188,6 +189,9 @@ struct pl_sock {
 	 * needs a port): joined by pl_joins_apply() once bound. */
 	struct qps_mreq pending[PL_PENDING_JOINS];
 	int npending;
+	/* The sources those of them that are any-source block. */
+	struct qps_mreq pblock[PL_PENDING_JOINS];
+	int npblock;
 	/* Made at the first fork that saw it (pl_fork.c): who serves it. */
 	struct pl_share *share;
 	struct pl_sock *next, *prev;	/* pl_live list */
@@ -296,7 +300,12 @@ const char *pl_policy_join(struct pl_sock *s, struct in_addr group,
 			   char *why, size_t n);
 #define PL_WHY_MAX 128
 
-/* pl_opts.c: the memberships asked before bind, now that it is bound. */
+/* pl_mcast.c: a membership option (IPPROTO_IP) on an offloaded socket;
+ * getsockopt of MCAST_MSFILTER or IP_MSFILTER. */
+int pl_mcast_setopt(struct pl_sock *s, int fd, int name, const void *val,
+		    socklen_t len);
+int pl_mcast_getopt(struct pl_sock *s, int name, void *val, socklen_t *len);
+/* The memberships asked before bind, now that it is bound. */
 void pl_joins_apply(struct pl_sock *s);
 /* Before a send or connect: an unbound socket with memberships is bound
  * to port 0 and joins, as the kernel's automatic bind does. */

@@ -197,7 +197,8 @@ qps_bound_score(const struct qps_ep *ep, const struct qps_frame_hdr *h)
 	return score;
 }
 
-/* A subscriber takes the datagram unless its source filter or its
+/* A subscriber takes the datagram unless its source filter (the sources
+ * it joined, or those its any-source membership excludes) or its
  * connected peer says otherwise. @i indexes the first of the subscriber's
  * memberships and is left past its last (they are adjacent, demux.h). */
 static bool qps_mc_accept(const struct qps_mc_rule *r, uint32_t *i,
@@ -205,12 +206,18 @@ static bool qps_mc_accept(const struct qps_mc_rule *r, uint32_t *i,
 {
 	const struct qps_ep *ep = r->s[*i].ep;
 	const struct qps_conn *c;
-	bool src_ok = false;
+	bool src_ok = false, blocked = false;
 
-	for (; *i < r->n && r->s[*i].ep == ep; (*i)++)
-		src_ok |= r->s[*i].source == INADDR_ANY ||
-			  r->s[*i].source == h->saddr;
-	if (!src_ok)
+	for (; *i < r->n && r->s[*i].ep == ep; (*i)++) {
+		const struct qps_mc_sub *m = &r->s[*i];
+
+		if (m->block)
+			blocked |= m->source == h->saddr;
+		else
+			src_ok |= m->source == INADDR_ANY ||
+				  m->source == h->saddr;
+	}
+	if (!src_ok || blocked)
 		return false;
 	c = QPS_RCU_LOAD(ep->conn);
 	return !c || (c->saddr == h->saddr && c->sport == h->sport);

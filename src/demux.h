@@ -61,10 +61,14 @@ void qps_retire_flush(struct qps_ctx *ctx);
 
 /* A multicast membership: @source is INADDR_ANY for an any-source join,
  * else one source the endpoint accepts. An endpoint joined to several
- * sources of a group has one entry per source, next to each other. */
+ * sources of a group has one entry per source, next to each other. With
+ * @block the entry is no membership but a source the endpoint's
+ * any-source membership of the group excludes (qps_setfilter): it sits in
+ * the same run, after that membership. */
 struct qps_mc_sub {
 	struct qps_ep *ep;
 	uint32_t source;
+	uint32_t block;
 };
 
 /*

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Multicast membership: qps_join() and qps_leave(), and one steering rule
+ * Multicast membership: qps_join(), qps_leave(), qps_setfilter() and
+ * qps_getfilter(), and one steering rule
  * on the device per joined (group, UDP port), shared by every endpoint of
  * the context that joined it and removed by the last leave.
  *
@@ -12,7 +13,9 @@
  * subscriber is the early-demux path (demux.c, docs/architecture.md).
  *
  * Source-specific joins filter in software: one rule serves endpoints with
- * different source lists, so it matches every source.
+ * different source lists, so it matches every source. So do the sources an
+ * any-source membership excludes (qps_setfilter): entries of the rule
+ * marked block, dropped with that membership.
  *
  * On the UD transport there are no steering rules: a datagram to a group
  * reaches every QP attached to the group's GID, so the device object is
@@ -350,6 +353,7 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 	memcpy(r, old, sizeof(*r) + at * sizeof(old->s[0]));
 	r->s[at].ep = ep;
 	r->s[at].source = source;
+	r->s[at].block = 0;
 	memcpy(&r->s[at + 1], &old->s[at], (old->n - at) * sizeof(old->s[0]));
 	r->n = old->n + 1;
 	r->neps = old->neps + !found;
@@ -357,6 +361,18 @@ static int qps_mc_sub_add(struct qps_ctx *ctx, struct qps_ep *ep,
 	QPS_RCU_STORE(ctx->dmx.mc_tab->slot[idx], r);
 	qps_retire(ctx, old);
 	return 0;
+}
+
+/* Whether dropping the membership (@ep, @source) drops entry @m: the
+ * membership itself, and with an any-source one the sources it excluded. */
+static bool qps_mc_sub_goes(const struct qps_mc_sub *m, const struct qps_ep *ep,
+			    uint32_t source)
+{
+	if (m->ep != ep)
+		return false;
+	if (m->block)
+		return source == INADDR_ANY;
+	return m->source == source;
 }
 
 /* Copy @from's memberships but (@ep, @source) into @to, keeping each
@@ -368,7 +384,7 @@ static void qps_mc_sub_remove(struct qps_mc_rule *to,
 	uint32_t i, j, n = from->n, kept = 0;
 
 	for (i = 0, j = 0; i < n; i++) {
-		if (from->s[i].ep == ep && from->s[i].source == source)
+		if (qps_mc_sub_goes(&from->s[i], ep, source))
 			continue;
 		if (from->s[i].ep == ep)
 			kept++;
@@ -385,11 +401,14 @@ static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 	struct qps_mc_tab *t = ctx->dmx.mc_tab;
 	int64_t idx = qps_mc_find(t, group, ep->local.sin_port);
 	struct qps_mc_rule *old, *r;
+	uint32_t i, left = 0;
 
 	if (idx < 0)
 		return;
 	old = t->slot[idx];
-	if (old->n == 1) {
+	for (i = 0; i < old->n; i++)
+		left += !qps_mc_sub_goes(&old->s[i], ep, source);
+	if (left == 0) {
 		int gone;
 
 		/* The last subscriber: the device stops delivering first. */
@@ -401,7 +420,7 @@ static void qps_mc_sub_del(struct qps_ctx *ctx, struct qps_ep *ep,
 		qps_mc_count(ctx, 0, 0, -gone, 0);
 		return;
 	}
-	r = qps_mc_rule_new(old->n - 1);
+	r = qps_mc_rule_new(left);
 	if (!r) {
 		/* No memory for a new version: edit this one with the
 		 * receive path stopped (it reads only under rx.lock). */
@@ -484,7 +503,7 @@ static int qps_join_locked(struct qps_ep *ep, const struct qps_mreq *mr)
 	idx = qps_mc_find(ctx->dmx.mc_tab, group, ep->local.sin_port);
 	r = idx < 0 ? NULL : ctx->dmx.mc_tab->slot[idx];
 	for (i = 0; r && i < r->n; i++) {
-		if (r->s[i].ep != ep)
+		if (r->s[i].ep != ep || r->s[i].block)
 			continue;
 		if (r->s[i].source == source)
 			return -EADDRINUSE;
@@ -565,6 +584,235 @@ int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len)
 	qps_retire_flush(ctx);
 	pthread_mutex_unlock(&ctx->ctl_lock);
 	return found ? 0 : -EADDRNOTAVAIL;
+}
+
+/* The run of @ep's entries in @r, [*a, *b); false when it has none. */
+static bool qps_mc_run(const struct qps_mc_rule *r, const struct qps_ep *ep,
+		       uint32_t *a, uint32_t *b)
+{
+	uint32_t i = 0;
+
+	while (r && i < r->n && r->s[i].ep != ep)
+		i++;
+	if (!r || i == r->n)
+		return false;
+	*a = i;
+	while (i < r->n && r->s[i].ep == ep)
+		i++;
+	*b = i;
+	return true;
+}
+
+/* @ep's rule of @group (writers, under ctl_lock), its slot in @idx. */
+static const struct qps_mc_rule *qps_mc_rule_of(struct qps_ep *ep,
+						uint32_t group, int64_t *idx)
+{
+	struct qps_mc_tab *t = ep->ctx->dmx.mc_tab;
+
+	*idx = ep->bound ? qps_mc_find(t, group, ep->local.sin_port) : -1;
+	return *idx < 0 ? NULL : t->slot[*idx];
+}
+
+static int qps_filter_check(struct qps_ep *ep, const struct qps_msfilter *f)
+{
+	if (!IN_MULTICAST(ntohl(f->group.s_addr)))
+		return -EINVAL;
+	if (f->iface.s_addr != INADDR_ANY &&
+	    f->iface.s_addr != ep->ctx->info.addr.s_addr)
+		return -ENODEV;
+	if (f->ifindex != 0 && f->ifindex != QPS_IFINDEX)
+		return -ENODEV;
+	return 0;
+}
+
+/* Replaces @ep's entries in the rule at @idx by @run[@m]. The new
+ * memberships are attached before the new version is published and the
+ * old ones detached after, so the device never stops delivering a source
+ * both filters accept. */
+static int qps_filter_replace(struct qps_ep *ep, int64_t idx, uint32_t group,
+			      const struct qps_mc_sub *run, uint32_t m)
+{
+	struct qps_ctx *ctx = ep->ctx;
+	struct qps_mc_tab *t = ctx->dmx.mc_tab;
+	struct qps_mc_rule *old = t->slot[idx], *r;
+	struct in_addr g = { .s_addr = group }, src;
+	uint32_t a = 0, b = 0, i, j, add = 0, gone = 0;
+	int ret = 0;
+
+	qps_mc_run(old, ep, &a, &b);
+	for (i = 0; i < m; i++)
+		add += !run[i].block;
+	if (ep->nmc + add > ep->mc_cap) {
+		struct qps_ep_mc *nm = realloc(ep->mc,
+					       (ep->nmc + add) * sizeof(*nm));
+
+		if (!nm)
+			return -ENOMEM;
+		ep->mc = nm;
+		ep->mc_cap = ep->nmc + add;
+	}
+	r = qps_mc_rule_new(old->n - (b - a) + m);
+	if (!r)
+		return -ENOMEM;
+	for (i = 0; i < m && ret == 0; i++) {
+		src.s_addr = run[i].source;
+		if (!run[i].block)
+			ret = ctx->ops->mcast_attach(ctx->dev, g, src);
+		if (ret == -EOPNOTSUPP)
+			ret = 0;
+	}
+	if (ret < 0) {
+		/* @i is past the one that failed. */
+		for (i--; i-- > 0;) {
+			src.s_addr = run[i].source;
+			if (!run[i].block)
+				ctx->ops->mcast_detach(ctx->dev, g, src);
+		}
+		free(r);
+		return qps_mc_dev_err(ret);
+	}
+	memcpy(r, old, sizeof(*r));
+	memcpy(r->s, old->s, a * sizeof(r->s[0]));
+	memcpy(&r->s[a], run, m * sizeof(r->s[0]));
+	memcpy(&r->s[a + m], &old->s[b], (old->n - b) * sizeof(r->s[0]));
+	r->n = old->n - (b - a) + m;
+	/* Release (seq-cst): the new version replaces the old in place. */
+	QPS_RCU_STORE(t->slot[idx], r);
+	qps_retire(ctx, old);
+	for (i = 0, j = 0; i < ep->nmc; i++) {
+		if (ep->mc[i].group != group) {
+			ep->mc[j++] = ep->mc[i];
+			continue;
+		}
+		src.s_addr = ep->mc[i].source;
+		ctx->ops->mcast_detach(ctx->dev, g, src);
+		gone++;
+	}
+	ep->nmc = j;
+	for (i = 0; i < m; i++) {
+		if (run[i].block)
+			continue;
+		ep->mc[ep->nmc].group = group;
+		ep->mc[ep->nmc].source = run[i].source;
+		ep->nmc++;
+	}
+	qps_mc_count(ctx, (int)add, (int)gone, 0, 0);
+	return 0;
+}
+
+int qps_setfilter(struct qps_ep *ep, const struct qps_msfilter *f,
+		  socklen_t len)
+{
+	QPS_ERRNO_GUARD;
+	const struct qps_mc_rule *r;
+	struct qps_mc_sub *run;
+	struct qps_ctx *ctx;
+	uint32_t i, a, b, m, n;
+	int64_t idx = -1;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	if (!f)
+		return -EFAULT;
+	if (len < QPS_MSFILTER_SIZE(0))
+		return -EINVAL;
+	if (f->numsrc > QPS_MSFILTER_MAX)
+		return -ENOBUFS;
+	if (len < QPS_MSFILTER_SIZE(f->numsrc) ||
+	    (f->fmode != QPS_MCAST_INCLUDE && f->fmode != QPS_MCAST_EXCLUDE))
+		return -EINVAL;
+	ret = qps_filter_check(ep, f);
+	if (ret < 0)
+		return ret;
+	n = f->numsrc;
+	for (i = 0; i < n; i++)
+		if (f->slist[i].s_addr == INADDR_ANY)
+			return -EINVAL;
+	/* INCLUDE nothing is no membership (RFC 3678). */
+	if (f->fmode == QPS_MCAST_INCLUDE && n == 0) {
+		struct qps_mreq mr = { .group = f->group };
+
+		return qps_leave(ep, &mr, sizeof(mr));
+	}
+	m = n + (f->fmode == QPS_MCAST_EXCLUDE);
+	run = calloc(m, sizeof(*run));
+	if (!run)
+		return -ENOMEM;
+	for (i = 0; i < m; i++)
+		run[i].ep = ep;
+	for (i = 0; i < n; i++) {
+		run[m - n + i].source = f->slist[i].s_addr;
+		run[m - n + i].block = f->fmode == QPS_MCAST_EXCLUDE;
+	}
+	ctx = ep->ctx;
+	pthread_mutex_lock(&ctx->ctl_lock);
+	if (qps_ep_check(ep) < 0) {
+		ret = -EBADF;
+	} else {
+		r = qps_mc_rule_of(ep, f->group.s_addr, &idx);
+		/* A filter needs a membership first. */
+		ret = !qps_mc_run(r, ep, &a, &b) ? -EINVAL :
+		      qps_filter_replace(ep, idx, f->group.s_addr, run, m);
+	}
+	if (ret == 0)
+		qps_stat_ep_publish_locked(ep);
+	qps_retire_flush(ctx);
+	pthread_mutex_unlock(&ctx->ctl_lock);
+	free(run);
+	return ret;
+}
+
+int qps_getfilter(struct qps_ep *ep, struct qps_msfilter *f, socklen_t *len)
+{
+	QPS_ERRNO_GUARD;
+	uint32_t i, a = 0, b = 0, room, n = 0, mode = QPS_MCAST_INCLUDE;
+	const struct qps_mc_rule *r;
+	struct qps_ctx *ctx;
+	int64_t idx;
+	int ret = qps_ep_check(ep);
+
+	if (ret < 0)
+		return ret;
+	if (!f || !len)
+		return -EFAULT;
+	if (*len < QPS_MSFILTER_SIZE(0))
+		return -EINVAL;
+	ret = qps_filter_check(ep, f);
+	if (ret < 0)
+		return ret;
+	room = (uint32_t)((*len - QPS_MSFILTER_SIZE(0)) / sizeof(f->slist[0]));
+	if (room > f->numsrc)
+		room = f->numsrc;
+	ctx = ep->ctx;
+	pthread_mutex_lock(&ctx->ctl_lock);
+	r = NULL;
+	if (qps_ep_check(ep) < 0)
+		ret = -EBADF;
+	else
+		r = qps_mc_rule_of(ep, f->group.s_addr, &idx);
+	if (r && !qps_mc_run(r, ep, &a, &b))
+		r = NULL;
+	if (ret == 0 && !r)
+		ret = -EADDRNOTAVAIL;
+	if (r) {
+		for (i = a; i < b; i++) {
+			if (!r->s[i].block && r->s[i].source == INADDR_ANY) {
+				mode = QPS_MCAST_EXCLUDE;
+				continue;
+			}
+			if (n < room)
+				f->slist[n].s_addr = r->s[i].source;
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&ctx->ctl_lock);
+	if (ret < 0)
+		return ret;
+	f->fmode = mode;
+	f->numsrc = n;
+	*len = (socklen_t)QPS_MSFILTER_SIZE(n < room ? n : room);
+	return 0;
 }
 
 int qps_mcast_init(struct qps_ctx *ctx)

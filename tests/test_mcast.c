@@ -370,6 +370,130 @@ static void test_source_filter(void)
 	t_suite_end();
 }
 
+/* A filter of GRP1 with @n sources of @ips, set with qps_setfilter. */
+static int t_setfilter(struct qps_ep *ep, uint32_t mode, const char *const *ips,
+		       uint32_t n)
+{
+	union {
+		struct qps_msfilter f;
+		char b[QPS_MSFILTER_SIZE(4)];
+	} u;
+	uint32_t i;
+
+	memset(&u, 0, sizeof(u));
+	inet_pton(AF_INET, GRP1, &u.f.group);
+	u.f.fmode = mode;
+	u.f.numsrc = n;
+	for (i = 0; i < n; i++)
+		inet_pton(AF_INET, ips[i], &u.f.slist[i]);
+	return qps_setfilter(ep, &u.f, (socklen_t)QPS_MSFILTER_SIZE(n));
+}
+
+/* GRP1's filter: its mode, and its one source (0.0.0.0 when none). */
+static int t_getfilter(struct qps_ep *ep, uint32_t *mode, uint32_t *n,
+		       struct in_addr *first)
+{
+	union {
+		struct qps_msfilter f;
+		char b[QPS_MSFILTER_SIZE(1)];
+	} u;
+	socklen_t len = sizeof(u);
+	int ret;
+
+	memset(&u, 0, sizeof(u));
+	inet_pton(AF_INET, GRP1, &u.f.group);
+	u.f.numsrc = 1;
+	ret = qps_getfilter(ep, &u.f, &len);
+	*mode = u.f.fmode;
+	*n = u.f.numsrc;
+	*first = u.f.slist[0];
+	return ret;
+}
+
+/* Exclude mode: an any-source membership that blocks sources, and the
+ * filter replaced whole (INCLUDE, EXCLUDE) with the membership kept. */
+static void test_source_exclude(void)
+{
+	static const char *const a_only[] = { IP_A }, *const bad[] = { "0.0.0.0" };
+	char wire[64];
+	struct qps_ctx *a, *b, *c;
+	struct qps_ep *txa, *txc, *ex;
+	struct qps_ep_counters ec;
+	struct qps_stats st;
+	struct in_addr first;
+	uint32_t mode, n, sent = 0;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "mc-excl");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	c = t_suite_ctx(wire, IP_C);
+	txa = t_mkep(a, IP_A, PORT_TX, 0);
+	txc = t_mkep(c, IP_C, PORT_TX, 0);
+	ex = t_mkep(b, "0.0.0.0", PORT_G, 1);
+
+	/* A filter needs a membership; INCLUDE nothing is a leave. */
+	EQ(t_setfilter(ex, QPS_MCAST_EXCLUDE, a_only, 1), -EINVAL);
+	EQ(t_setfilter(ex, QPS_MCAST_INCLUDE, NULL, 0), -EADDRNOTAVAIL);
+	EQ(t_getfilter(ex, &mode, &n, &first), -EADDRNOTAVAIL);
+
+	EQ(t_join(ex, GRP1, NULL), 0);
+	EQ(t_getfilter(ex, &mode, &n, &first), 0);
+	EQ(mode, QPS_MCAST_EXCLUDE);
+	EQ(n, 0);
+	EQ(t_setfilter(ex, 2, a_only, 1), -EINVAL);
+	EQ(t_setfilter(ex, QPS_MCAST_EXCLUDE, bad, 1), -EINVAL);
+
+	/* A blocked: only C's datagrams, A's counted as filtered. */
+	EQ(t_setfilter(ex, QPS_MCAST_EXCLUDE, a_only, 1), 0);
+	EQ(t_getfilter(ex, &mode, &n, &first), 0);
+	EQ(mode, QPS_MCAST_EXCLUDE);
+	EQ(n, 1);
+	EQ(first.s_addr, inet_addr(IP_A));
+	EQ(t_join(ex, GRP1, NULL), -EADDRINUSE);
+	EQ(t_join(ex, GRP1, IP_C), -EINVAL);
+	t_send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	t_send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT, 0);
+	sent += 2 * N_PKT;
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], sent);
+	t_drain_all_once(ex, 3, N_PKT);
+	st = t_ctx_stats(b);
+	EQ(st.rx_mc_filtered, N_PKT);
+	EQ(qps_ep_stats(ex, &ec, sizeof(ec)), (int)sizeof(ec));
+	EQ(ec.rx_filtered, N_PKT);
+	EQ(ec.ngroups, 1);
+
+	/* INCLUDE A: the same membership, now only A. */
+	EQ(t_setfilter(ex, QPS_MCAST_INCLUDE, a_only, 1), 0);
+	EQ(t_getfilter(ex, &mode, &n, &first), 0);
+	EQ(mode, QPS_MCAST_INCLUDE);
+	EQ(n, 1);
+	t_send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	t_send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT, 0);
+	sent += 2 * N_PKT;
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], sent);
+	t_drain_all_once(ex, 1, N_PKT);
+
+	/* EXCLUDE nothing: every source again. */
+	EQ(t_setfilter(ex, QPS_MCAST_EXCLUDE, NULL, 0), 0);
+	t_send_seq(txa, GRP1, PORT_G, 1, 0, N_PKT, 0);
+	t_send_seq(txc, GRP1, PORT_G, 3, 0, N_PKT, 0);
+	sent += 2 * N_PKT;
+	T_WAIT_STAT(b, rx_bad[QPS_RX_OK], sent);
+	t_drain_two_once(ex, 1, 3, N_PKT);
+
+	/* The blocked sources go with the membership: no rule is left. */
+	EQ(t_setfilter(ex, QPS_MCAST_EXCLUDE, a_only, 1), 0);
+	EQ(t_leave(ex, GRP1, NULL), 0);
+	EQ(t_ctx_stats(b).mc_rules, 0);
+	EQ(t_ctx_stats(b).mc_rule_refs, 0);
+	EQ(t_getfilter(ex, &mode, &n, &first), -EADDRNOTAVAIL);
+	st = t_ctx_stats(b);
+	t_partition_holds(&st);
+	t_all_buffers_home(b);
+	t_suite_end();
+}
+
 /* An endpoint joined to two sources of a group is one subscriber: the
  * early path, nothing filtered, and a third sender filtered once. */
 static void test_two_sources_one_subscriber(void)
@@ -931,6 +1055,7 @@ int main(void)
 		{ "early path and fan-out", test_early_and_fanout },
 		{ "leave and close release buffers", test_release_on_close },
 		{ "source-specific joins", test_source_filter },
+		{ "exclude mode, filters set whole", test_source_exclude },
 		{ "two sources, one subscriber", test_two_sources_one_subscriber },
 		{ "connected subscriber", test_connected_subscriber },
 		{ "multicast loop on a looping device", test_mc_loop },

@@ -641,6 +641,56 @@ int qps_join(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len);
  */
 int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len);
 
+#define QPS_MCAST_EXCLUDE 0	/* as MCAST_EXCLUDE */
+#define QPS_MCAST_INCLUDE 1	/* as MCAST_INCLUDE */
+#define QPS_MSFILTER_MAX 64	/* sources in one filter */
+
+/**
+ * struct qps_msfilter - the source filter of a membership, as struct
+ * ip_msfilter.
+ * @group, @iface, @ifindex: as in struct qps_mreq.
+ * @fmode: QPS_MCAST_INCLUDE: only the sources in @slist are received (the
+ *	source-specific joins); QPS_MCAST_EXCLUDE: every source but those
+ *	(an any-source join, @slist the sources it blocks).
+ * @numsrc: the entries of @slist. qps_getfilter: in, the room in @slist;
+ *	out, the number of sources the filter has.
+ * @slist: the sources, network order.
+ */
+struct qps_msfilter {
+	struct in_addr group;
+	struct in_addr iface;
+	int ifindex;
+	uint32_t fmode;
+	uint32_t numsrc;
+	struct in_addr slist[];
+};
+
+#define QPS_MSFILTER_SIZE(n) \
+	(sizeof(struct qps_msfilter) + (size_t)(n) * sizeof(struct in_addr))
+
+/**
+ * qps_setfilter - replace the source filter of the endpoint's membership
+ * of @f->group, at once: datagrams from a source both filters accept keep
+ * arriving. QPS_MCAST_INCLUDE with no source leaves the group. A datagram
+ * the filter refuses is counted in rx_mc_filtered and rx_filtered.
+ * -EINVAL: @len < QPS_MSFILTER_SIZE(@f->numsrc), group not multicast,
+ * @fmode neither mode, a source INADDR_ANY, no membership of the group;
+ * -EADDRNOTAVAIL: INCLUDE nothing without a membership; -ENOBUFS: more
+ * than QPS_MSFILTER_MAX sources, or no room on the device; -ENODEV,
+ * -EFAULT: as qps_join.
+ */
+int qps_setfilter(struct qps_ep *ep, const struct qps_msfilter *f,
+		  socklen_t len);
+
+/**
+ * qps_getfilter - the source filter of the endpoint's membership of
+ * @f->group: @fmode, @numsrc and the first sources that fit both
+ * @f->numsrc and *@len bytes; *@len becomes the bytes written.
+ * -EADDRNOTAVAIL: no membership of the group; -EINVAL: *@len <
+ * QPS_MSFILTER_SIZE(0), group not multicast; -ENODEV, -EFAULT: as qps_join.
+ */
+int qps_getfilter(struct qps_ep *ep, struct qps_msfilter *f, socklen_t *len);
+
 #define QPS_RXMSG_PKTINFO 0x1	/* dst, ifindex and ts_ns are filled */
 #define QPS_RXMSG_TRUNC 0x2	/* the datagram was longer than @len */
 #define QPS_RXMSG_TS_SOFTWARE 0x4	/* ts_ns: a software stamp */

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <linux/close_range.h>
 #include <poll.h>
@@ -1356,6 +1357,428 @@ static void exit_sockets(void)
 	}
 }
 
+/*
+ * Multicast memberships, every form, on the interface of the local
+ * address: lo on the kernel (the sender names it with IP_MULTICAST_IF), the
+ * context under the preload (its own datagrams loop back to it). A second
+ * source is an address that sends nothing (127.0.0.2 or the emu address
+ * after ours): what is checked is that the local source is refused.
+ */
+#define MC_GROUP "239.1.2.3"
+
+static struct in_addr mc_group(void)
+{
+	struct in_addr g;
+
+	inet_pton(AF_INET, MC_GROUP, &g);
+	return g;
+}
+
+static struct in_addr mc_other(void)
+{
+	struct in_addr o = { .s_addr = htonl(ntohl(local.s_addr) + 1) };
+
+	return o;
+}
+
+/* The local address's interface index, as IP_PKTINFO reports it. */
+static unsigned int mc_ifindex(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), one = 1;
+	char buf[4], ctl[128];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	unsigned int ifi = 0;
+
+	setsockopt(fb, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+	sendto(fa, "i", 1, 0, (struct sockaddr *)&b, sizeof(b));
+	wait_in(fb);
+	if (recvmsg(fb, &mh, 0) == 1)
+		for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == IPPROTO_IP &&
+			    c->cmsg_type == IP_PKTINFO)
+				ifi = (unsigned int)((struct in_pktinfo *)
+						     CMSG_DATA(c))->ipi_ifindex;
+	close(fa);
+	close(fb);
+	CU_ASSERT(ifi != 0);
+	return ifi;
+}
+
+/* Bound to INADDR_ANY (a socket bound to a unicast address gets no
+ * group's datagrams), port in *@port. */
+static int mc_bind(int fd, unsigned short *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t l = sizeof(a);
+
+	CU_ASSERT_FATAL(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CU_ASSERT_FATAL(getsockname(fd, (struct sockaddr *)&a, &l) == 0);
+	*port = a.sin_port;
+	return fd;
+}
+
+static int mc_receiver(unsigned short *port)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	return mc_bind(fd, port);
+}
+
+/* One datagram from the local address to the group at @port. */
+static void mc_send(unsigned short port)
+{
+	struct sockaddr_in a;
+	struct sockaddr_in g = { .sin_family = AF_INET, .sin_port = port,
+				 .sin_addr = mc_group() };
+	int fd = bound(&a);
+
+	EQ(setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &local, sizeof(local)), 0);
+	EQ(sendto(fd, "m", 1, 0, (struct sockaddr *)&g, sizeof(g)), 1);
+	close(fd);
+}
+
+/* Whether a datagram is there within @ms. */
+static bool mc_got(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char b[8];
+
+	if (poll(&p, 1, ms) != 1)
+		return false;
+	return recv(fd, b, sizeof(b), MSG_DONTWAIT) == 1;
+}
+
+/* Sent to the group: arrives (@yes) or not. */
+static void mc_check(int fd, unsigned short port, bool yes)
+{
+	mc_send(port);
+	EQ(mc_got(fd, yes ? 2000 : 300), yes);
+}
+
+static struct group_req mc_greq(struct in_addr g, unsigned int ifi)
+{
+	struct group_req r;
+	struct sockaddr_in *a = (struct sockaddr_in *)&r.gr_group;
+
+	memset(&r, 0, sizeof(r));
+	a->sin_family = AF_INET;
+	a->sin_addr = g;
+	r.gr_interface = ifi;
+	return r;
+}
+
+static struct group_source_req mc_gsreq(struct in_addr src, unsigned int ifi)
+{
+	struct group_source_req r;
+	struct sockaddr_in *a = (struct sockaddr_in *)&r.gsr_group;
+
+	memset(&r, 0, sizeof(r));
+	a->sin_family = AF_INET;
+	a->sin_addr = mc_group();
+	a = (struct sockaddr_in *)&r.gsr_source;
+	a->sin_family = AF_INET;
+	a->sin_addr = src;
+	r.gsr_interface = ifi;
+	return r;
+}
+
+static struct ip_mreq_source mc_mreqs(struct in_addr src)
+{
+	struct ip_mreq_source r = { .imr_multiaddr = mc_group(),
+				    .imr_interface = local,
+				    .imr_sourceaddr = src };
+
+	return r;
+}
+
+#define SETOPT(fd, name, v) setsockopt((fd), IPPROTO_IP, (name), &(v), sizeof(v))
+
+static void test_mcast_join_group(void)
+{
+	unsigned int ifi = mc_ifindex();
+	struct group_req r = mc_greq(mc_group(), ifi), bad = r;
+	struct in_addr uni = local;
+	unsigned short port;
+	int fd = mc_receiver(&port), fu;
+
+	EQ(SETOPT(fd, MCAST_JOIN_GROUP, r), 0);
+	mc_check(fd, port, true);
+	FAILS(SETOPT(fd, MCAST_JOIN_GROUP, r), EADDRINUSE);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_JOIN_GROUP, &r, sizeof(r) - 1),
+	      EINVAL);
+	bad = mc_greq(uni, ifi);
+	FAILS(SETOPT(fd, MCAST_JOIN_GROUP, bad), EINVAL);	/* unicast */
+	bad = mc_greq(mc_group(), ifi);
+	bad.gr_group.ss_family = AF_INET6;
+	FAILS(SETOPT(fd, MCAST_JOIN_GROUP, bad), EINVAL);
+	bad = mc_greq(mc_group(), 9999);			/* no such */
+	((struct sockaddr_in *)&bad.gr_group)->sin_addr.s_addr =
+		htonl(ntohl(mc_group().s_addr) + 1);
+	FAILS(SETOPT(fd, MCAST_JOIN_GROUP, bad), ENODEV);
+	EQ(SETOPT(fd, MCAST_LEAVE_GROUP, r), 0);
+	mc_check(fd, port, false);
+	FAILS(SETOPT(fd, MCAST_LEAVE_GROUP, r), EADDRNOTAVAIL);
+	close(fd);
+
+	/* Before bind: taken, applied once bound. */
+	fu = socket(AF_INET, SOCK_DGRAM, 0);
+	EQ(SETOPT(fu, MCAST_JOIN_GROUP, r), 0);
+	FAILS(SETOPT(fu, MCAST_JOIN_GROUP, r), EADDRINUSE);
+	mc_bind(fu, &port);
+	mc_check(fu, port, true);
+	close(fu);
+}
+
+static void test_mcast_source_group(void)
+{
+	unsigned int ifi = mc_ifindex();
+	struct group_source_req r = mc_gsreq(local, ifi), o = mc_gsreq(mc_other(), ifi);
+	struct group_source_req bad = r;
+	struct group_req g = mc_greq(mc_group(), ifi);
+	unsigned short port;
+	int fd = mc_receiver(&port), fo, fu;
+
+	FAILS(SETOPT(fd, MCAST_LEAVE_SOURCE_GROUP, r), EINVAL);	/* no join */
+	EQ(SETOPT(fd, MCAST_JOIN_SOURCE_GROUP, r), 0);
+	mc_check(fd, port, true);
+	FAILS(SETOPT(fd, MCAST_JOIN_SOURCE_GROUP, r), EADDRNOTAVAIL);
+	FAILS(SETOPT(fd, MCAST_JOIN_GROUP, g), EADDRINUSE);
+	FAILS(SETOPT(fd, MCAST_BLOCK_SOURCE, r), EINVAL);	/* INCLUDE mode */
+	FAILS(SETOPT(fd, MCAST_LEAVE_SOURCE_GROUP, o), EADDRNOTAVAIL);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_JOIN_SOURCE_GROUP, &r,
+			 sizeof(r) - 1), EINVAL);
+	bad.gsr_source.ss_family = AF_INET6;
+	FAILS(SETOPT(fd, MCAST_JOIN_SOURCE_GROUP, bad), EADDRNOTAVAIL);
+	bad = mc_gsreq(mc_other(), 9999);
+	FAILS(SETOPT(fd, MCAST_JOIN_SOURCE_GROUP, bad), ENODEV);
+	/* Leaving the last source leaves the group. */
+	EQ(SETOPT(fd, MCAST_LEAVE_SOURCE_GROUP, r), 0);
+	mc_check(fd, port, false);
+	FAILS(SETOPT(fd, MCAST_LEAVE_GROUP, g), EADDRNOTAVAIL);
+	/* An empty any-source filter becomes source-specific. */
+	EQ(SETOPT(fd, MCAST_JOIN_GROUP, g), 0);
+	EQ(SETOPT(fd, MCAST_JOIN_SOURCE_GROUP, o), 0);
+	mc_check(fd, port, false);
+	EQ(SETOPT(fd, MCAST_LEAVE_GROUP, g), 0);
+	close(fd);
+
+	/* Another source only: the local one's datagrams are refused. */
+	fo = mc_receiver(&port);
+	EQ(SETOPT(fo, MCAST_JOIN_SOURCE_GROUP, o), 0);
+	mc_check(fo, port, false);
+	EQ(SETOPT(fo, MCAST_JOIN_SOURCE_GROUP, r), 0);
+	mc_check(fo, port, true);
+	close(fo);
+
+	/* Before bind, as ssmping joins. */
+	fu = socket(AF_INET, SOCK_DGRAM, 0);
+	EQ(SETOPT(fu, MCAST_JOIN_SOURCE_GROUP, r), 0);
+	FAILS(SETOPT(fu, MCAST_JOIN_SOURCE_GROUP, r), EADDRNOTAVAIL);
+	mc_bind(fu, &port);
+	mc_check(fu, port, true);
+	close(fu);
+}
+
+static void test_mcast_block(void)
+{
+	unsigned int ifi = mc_ifindex();
+	struct group_source_req r = mc_gsreq(local, ifi);
+	struct ip_mreq_source ro = mc_mreqs(mc_other()), rn = ro;
+	struct group_req g = mc_greq(mc_group(), ifi);
+	unsigned short port;
+	int fd = mc_receiver(&port), fu;
+
+	FAILS(SETOPT(fd, MCAST_BLOCK_SOURCE, r), EINVAL);	/* no join */
+	EQ(SETOPT(fd, MCAST_JOIN_GROUP, g), 0);
+	FAILS(SETOPT(fd, MCAST_UNBLOCK_SOURCE, r), EADDRNOTAVAIL);
+	EQ(SETOPT(fd, MCAST_BLOCK_SOURCE, r), 0);
+	mc_check(fd, port, false);
+	FAILS(SETOPT(fd, MCAST_BLOCK_SOURCE, r), EADDRNOTAVAIL);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_BLOCK_SOURCE, &r, sizeof(r) + 8),
+	      EINVAL);
+	EQ(SETOPT(fd, IP_BLOCK_SOURCE, ro), 0);
+	FAILS(SETOPT(fd, IP_BLOCK_SOURCE, ro), EADDRNOTAVAIL);
+	FAILS(setsockopt(fd, IPPROTO_IP, IP_BLOCK_SOURCE, &ro, sizeof(ro) - 1),
+	      EINVAL);
+	FAILS(SETOPT(fd, MCAST_JOIN_SOURCE_GROUP, r), EINVAL);	/* EXCLUDE */
+	FAILS(SETOPT(fd, MCAST_LEAVE_SOURCE_GROUP, r), EINVAL);
+	FAILS(SETOPT(fd, MCAST_JOIN_GROUP, g), EADDRINUSE);
+	EQ(SETOPT(fd, MCAST_UNBLOCK_SOURCE, r), 0);
+	mc_check(fd, port, true);
+	EQ(SETOPT(fd, IP_UNBLOCK_SOURCE, ro), 0);
+	FAILS(SETOPT(fd, IP_UNBLOCK_SOURCE, ro), EADDRNOTAVAIL);
+	rn.imr_multiaddr.s_addr = htonl(ntohl(mc_group().s_addr) + 1);
+	FAILS(SETOPT(fd, IP_BLOCK_SOURCE, rn), EINVAL);		/* no join */
+	close(fd);
+
+	/* Before bind. */
+	fu = socket(AF_INET, SOCK_DGRAM, 0);
+	EQ(SETOPT(fu, MCAST_JOIN_GROUP, g), 0);
+	EQ(SETOPT(fu, MCAST_BLOCK_SOURCE, r), 0);
+	mc_bind(fu, &port);
+	mc_check(fu, port, false);
+	EQ(SETOPT(fu, MCAST_UNBLOCK_SOURCE, r), 0);
+	mc_check(fu, port, true);
+	close(fu);
+}
+
+union mc_gf {
+	struct group_filter f;
+	char b[GROUP_FILTER_SIZE(4)];
+};
+
+union mc_mf {
+	struct ip_msfilter f;
+	char b[IP_MSFILTER_SIZE(4)];
+};
+
+static socklen_t mc_gf_set(union mc_gf *u, unsigned int ifi, uint32_t mode,
+			   uint32_t n)
+{
+	uint32_t i;
+
+	memset(u, 0, sizeof(*u));
+	u->f.gf_interface = ifi;
+	u->f.gf_group.ss_family = AF_INET;
+	((struct sockaddr_in *)&u->f.gf_group)->sin_addr = mc_group();
+	u->f.gf_fmode = mode;
+	u->f.gf_numsrc = n;
+	for (i = 0; i < n; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr = local };
+
+		memcpy(u->b + GROUP_FILTER_SIZE(i), &a, sizeof(a));
+	}
+	return (socklen_t)GROUP_FILTER_SIZE(n);
+}
+
+static void test_mcast_msfilter(void)
+{
+	unsigned int ifi = mc_ifindex();
+	struct group_req g = mc_greq(mc_group(), ifi);
+	struct sockaddr_in ga = { .sin_family = AF_INET, .sin_addr = mc_group() };
+	struct sockaddr_storage ss[2];
+	struct in_addr s4[2];
+	uint32_t mode, n;
+	union mc_gf u;
+	union mc_mf m;
+	unsigned short port;
+	socklen_t len;
+	int fd = mc_receiver(&port);
+
+	len = mc_gf_set(&u, ifi, MCAST_INCLUDE, 1);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, len), EINVAL);
+	len = mc_gf_set(&u, ifi, MCAST_INCLUDE, 0);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, len),
+	      EADDRNOTAVAIL);
+	len = sizeof(u);
+	FAILS(getsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, &len),
+	      EADDRNOTAVAIL);
+	EQ(SETOPT(fd, MCAST_JOIN_GROUP, g), 0);
+
+	/* An any-source join: EXCLUDE nothing. */
+	mc_gf_set(&u, ifi, 0, 4);
+	len = sizeof(u);
+	EQ(getsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, &len), 0);
+	EQ(len, GROUP_FILTER_SIZE(0));
+	EQ(u.f.gf_fmode, MCAST_EXCLUDE);
+	EQ(u.f.gf_numsrc, 0);
+	mc_gf_set(&u, 0, 0, 4);		/* the join's interface only */
+	len = sizeof(u);
+	FAILS(getsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, &len),
+	      EADDRNOTAVAIL);
+	len = 8;
+	FAILS(getsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, &len), EINVAL);
+
+	len = mc_gf_set(&u, ifi, 2, 1);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, len), EINVAL);
+	len = mc_gf_set(&u, ifi, MCAST_INCLUDE, 1);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, len - 1), EINVAL);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, 8), EINVAL);
+	mc_gf_set(&u, 9999, MCAST_INCLUDE, 1);
+	FAILS(setsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, len), ENODEV);
+
+	/* INCLUDE local, read back; EXCLUDE local. */
+	len = mc_gf_set(&u, ifi, MCAST_INCLUDE, 1);
+	EQ(setsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, len), 0);
+	mc_check(fd, port, true);
+	mc_gf_set(&u, ifi, 0, 4);
+	len = sizeof(u);
+	EQ(getsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, &len), 0);
+	EQ(len, GROUP_FILTER_SIZE(1));
+	EQ(u.f.gf_fmode, MCAST_INCLUDE);
+	EQ(u.f.gf_numsrc, 1);
+	EQ(((struct sockaddr_in *)(u.b + GROUP_FILTER_SIZE(0)))->sin_addr.s_addr,
+	   local.s_addr);
+	len = mc_gf_set(&u, ifi, MCAST_EXCLUDE, 1);
+	EQ(setsockopt(fd, IPPROTO_IP, MCAST_MSFILTER, &u, len), 0);
+	mc_check(fd, port, false);
+
+	/* IP_MSFILTER reads the same filter, truncated to the room given. */
+	memset(&m, 0, sizeof(m));
+	m.f.imsf_multiaddr = mc_group();
+	m.f.imsf_interface = local;
+	m.f.imsf_numsrc = 4;
+	len = sizeof(m);
+	EQ(getsockopt(fd, IPPROTO_IP, IP_MSFILTER, &m, &len), 0);
+	EQ(len, IP_MSFILTER_SIZE(1));
+	EQ(m.f.imsf_fmode, MCAST_EXCLUDE);
+	EQ(m.f.imsf_numsrc, 1);
+	EQ(m.f.imsf_slist[0].s_addr, local.s_addr);
+	m.f.imsf_numsrc = 0;
+	len = sizeof(m);
+	EQ(getsockopt(fd, IPPROTO_IP, IP_MSFILTER, &m, &len), 0);
+	EQ(len, IP_MSFILTER_SIZE(0));
+	EQ(m.f.imsf_numsrc, 1);
+	len = IP_MSFILTER_SIZE(0) - 1;
+	FAILS(getsockopt(fd, IPPROTO_IP, IP_MSFILTER, &m, &len), EINVAL);
+
+	/* IP_MSFILTER sets it: INCLUDE local. */
+	m.f.imsf_fmode = MCAST_INCLUDE;
+	m.f.imsf_numsrc = 1;
+	m.f.imsf_slist[0] = local;
+	EQ(setsockopt(fd, IPPROTO_IP, IP_MSFILTER, &m, IP_MSFILTER_SIZE(1)), 0);
+	mc_check(fd, port, true);
+	FAILS(setsockopt(fd, IPPROTO_IP, IP_MSFILTER, &m, IP_MSFILTER_SIZE(1) - 1),
+	      EINVAL);
+
+	/* glibc's calls on these options, round trip. */
+	memset(ss, 0, sizeof(ss));
+	memcpy(&ss[0], &(struct sockaddr_in){ .sin_family = AF_INET,
+					      .sin_addr = local },
+	       sizeof(struct sockaddr_in));
+	EQ(setsourcefilter(fd, ifi, (struct sockaddr *)&ga, sizeof(ga),
+			   MCAST_EXCLUDE, 1, ss), 0);
+	mc_check(fd, port, false);
+	n = 2;
+	memset(ss, 0, sizeof(ss));
+	EQ(getsourcefilter(fd, ifi, (struct sockaddr *)&ga, sizeof(ga), &mode,
+			   &n, ss), 0);
+	EQ(mode, MCAST_EXCLUDE);
+	EQ(n, 1);
+	EQ(((struct sockaddr_in *)&ss[0])->sin_addr.s_addr, local.s_addr);
+	EQ(setipv4sourcefilter(fd, local, mc_group(), MCAST_EXCLUDE, 0, s4), 0);
+	mc_check(fd, port, true);
+	n = 2;
+	EQ(getipv4sourcefilter(fd, local, mc_group(), &mode, &n, s4), 0);
+	EQ(mode, MCAST_EXCLUDE);
+	EQ(n, 0);
+
+	/* INCLUDE nothing: the group is left. */
+	EQ(setipv4sourcefilter(fd, local, mc_group(), MCAST_INCLUDE, 0, s4), 0);
+	mc_check(fd, port, false);
+	errno = 0;
+	EQ(setipv4sourcefilter(fd, local, mc_group(), MCAST_INCLUDE, 0, s4), -1);
+	EQ(errno, EADDRNOTAVAIL);
+	FAILS(SETOPT(fd, MCAST_LEAVE_GROUP, g), EADDRNOTAVAIL);
+	close(fd);
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -1387,6 +1810,12 @@ int main(void)
 		{ "siginterrupt", test_siginterrupt },
 		{ "siglongjmp out of a blocked recv, then exit",
 		  test_siglongjmp },
+		{ "MCAST_JOIN_GROUP, MCAST_LEAVE_GROUP", test_mcast_join_group },
+		{ "MCAST_JOIN_SOURCE_GROUP, MCAST_LEAVE_SOURCE_GROUP",
+		  test_mcast_source_group },
+		{ "IP_BLOCK_SOURCE, MCAST_BLOCK_SOURCE, UNBLOCK", test_mcast_block },
+		{ "MCAST_MSFILTER, IP_MSFILTER, setsourcefilter",
+		  test_mcast_msfilter },
 		CU_TEST_INFO_NULL,
 	};
 	CU_SuiteInfo suites[] = {
