@@ -88,49 +88,76 @@ bool pl_ctx_open(void)
 	return pl_ctx_peek() != NULL;
 }
 
-struct qps_ctx *pl_ctx_get(void)
+/* Opens the context under ctx_lock: at @at if given (and nowhere else),
+ * else at QPS_ADDR or the fork parent's address, else the wire's first
+ * free one. */
+static struct qps_ctx *ctx_open_locked(const struct in_addr *at)
 {
 	struct qps_ctx_attr attr = { 0 };
 	struct qps_ctx *c;
+	int ret;
 
-	c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+	if (ctx || ctx_failed)
+		return ctx;
+	if (at) {
+		attr.comp_mask |= QPS_CTX_ATTR_ADDR;
+		attr.addr = *at;
+	} else if (pl_conf.addr.s_addr != INADDR_ANY) {
+		attr.comp_mask |= QPS_CTX_ATTR_ADDR;
+		attr.addr = pl_conf.addr;
+	} else if (inherit_addr.s_addr != INADDR_ANY) {
+		attr.comp_mask |= QPS_CTX_ATTR_ADDR;
+		attr.addr = inherit_addr;
+	}
+	ret = qps_ctx_create(&attr, &c);
+	/* Still another process's (one that is exiting, say): try later. */
+	if (ret == -EADDRINUSE && at)
+		return NULL;
+	/* The address is another context's on this wire: this is a child
+	 * (fork, exec) of the process that took it. */
+	if (ret == -EADDRINUSE && attr.comp_mask) {
+		if (pl_conf.debug)
+			pl_log("QPS_ADDR is taken: the wire's first free "
+			       "address instead");
+		attr.comp_mask = 0;
+		ret = qps_ctx_create(&attr, &c);
+	}
+	if (ret < 0) {
+		/* Said once, whatever the debug setting: every socket of
+		 * the process stays on the kernel. */
+		pl_log("cannot open the qpsock context (%s): UDP sockets stay "
+		       "on the kernel", strerrordesc_np(-ret));
+		ctx_failed = true;
+		return NULL;
+	}
+	ctx_info_fill(c);
+	__atomic_store_n(&ctx, c, __ATOMIC_RELEASE);
+	pthread_once(&late_once, late_register);
+	return c;
+}
+
+struct qps_ctx *pl_ctx_get(void)
+{
+	struct qps_ctx *c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+
 	if (c || __atomic_load_n(&ctx_failed, __ATOMIC_RELAXED))
 		return c;
 	pthread_mutex_lock(&ctx_lock);
-	if (!ctx && !ctx_failed) {
-		int ret;
-
-		if (pl_conf.addr.s_addr != INADDR_ANY) {
-			attr.comp_mask |= QPS_CTX_ATTR_ADDR;
-			attr.addr = pl_conf.addr;
-		} else if (inherit_addr.s_addr != INADDR_ANY) {
-			attr.comp_mask |= QPS_CTX_ATTR_ADDR;
-			attr.addr = inherit_addr;
-		}
-		ret = qps_ctx_create(&attr, &c);
-		/* The address is another context's on this wire: this is a
-		 * child (fork, exec) of the process that took it. */
-		if (ret == -EADDRINUSE && attr.comp_mask) {
-			if (pl_conf.debug)
-				pl_log("QPS_ADDR is taken: the wire's first "
-				       "free address instead");
-			attr.comp_mask = 0;
-			ret = qps_ctx_create(&attr, &c);
-		}
-		if (ret < 0) {
-			/* Said once, whatever the debug setting: every
-			 * socket of the process stays on the kernel. */
-			pl_log("cannot open the qpsock context (%s): UDP "
-			       "sockets stay on the kernel", strerrordesc_np(-ret));
-			ctx_failed = true;
-		} else {
-			ctx_info_fill(c);
-			__atomic_store_n(&ctx, c, __ATOMIC_RELEASE);
-			pthread_once(&late_once, late_register);
-		}
-	}
+	c = ctx_open_locked(NULL);
 	pthread_mutex_unlock(&ctx_lock);
-	return ctx;
+	return c;
+}
+
+struct qps_ctx *pl_ctx_get_at(struct in_addr at)
+{
+	struct qps_ctx *c = __atomic_load_n(&ctx, __ATOMIC_ACQUIRE);
+
+	if (c || __atomic_load_n(&ctx_failed, __ATOMIC_RELAXED))
+		return c;
+	pthread_mutex_lock(&ctx_lock);
+	c = ctx_open_locked(&at);
+	pthread_mutex_unlock(&ctx_lock);
+	return c;
 }
 
 void pl_stats_keep(const char *line)

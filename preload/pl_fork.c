@@ -401,10 +401,20 @@ static void gap_close(struct pl_sock *s, struct pl_share *sh,
 
 static int take(struct pl_sock *s, struct pl_share *sh)
 {
-	struct qps_ctx *ctx = pl_ctx_get();
 	int fl = pl_real.fcntl(s->kfd, F_GETFL), ret, i;
 	struct qps_ep *ep = NULL;
+	struct qps_ctx *ctx;
 
+	/* emu: the address goes with the socket, and the process that let
+	 * it go may still be leaving the wire (its exit teardown lets go
+	 * of its sockets before it destroys its context). */
+	if (pl_ctx_info.emu && sh->local.sin_port && !pl_ctx_open()) {
+		ctx = pl_ctx_get_at(sh->ctx_addr);
+		if (!ctx)
+			return -EAGAIN;
+	} else {
+		ctx = pl_ctx_get();
+	}
 	if (!ctx)
 		return -ENODEV;
 	if (pl_ctx_info.emu && sh->local.sin_port &&

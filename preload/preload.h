@@ -148,6 +148,9 @@ extern pid_t pl_self;
  * its own fds, so its close/dup must not touch the table. */
 bool pl_vforked(void);
 struct qps_ctx *pl_ctx_get(void);
+/* As pl_ctx_get, opening it only at @at (NULL while another context has
+ * it): emu, where a socket moves between processes with its address. */
+struct qps_ctx *pl_ctx_get_at(struct in_addr at);
 /* The context if it is open, without opening it. */
 struct qps_ctx *pl_ctx_peek(void);
 /* What the open context is: address, PKTINFO interface, emu or not. */
