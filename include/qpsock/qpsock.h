@@ -654,7 +654,9 @@ int qps_leave(struct qps_ep *ep, const struct qps_mreq *mreq, socklen_t len);
  *	(an any-source join, @slist the sources it blocks).
  * @numsrc: the entries of @slist. qps_getfilter: in, the room in @slist;
  *	out, the number of sources the filter has.
- * @slist: the sources, network order.
+ * @slist: the sources, network order: @numsrc of them, as many as the
+ *	buffer holds (one entry declared, as struct ip_msfilter does, so
+ *	that the header stays valid C++).
  */
 struct qps_msfilter {
 	struct in_addr group;
@@ -662,11 +664,12 @@ struct qps_msfilter {
 	int ifindex;
 	uint32_t fmode;
 	uint32_t numsrc;
-	struct in_addr slist[];
+	struct in_addr slist[1];
 };
 
 #define QPS_MSFILTER_SIZE(n) \
-	(sizeof(struct qps_msfilter) + (size_t)(n) * sizeof(struct in_addr))
+	(offsetof(struct qps_msfilter, slist) + \
+	 (size_t)(n) * sizeof(struct in_addr))
 
 /**
  * qps_setfilter - replace the source filter of the endpoint's membership
