@@ -253,10 +253,13 @@ static int pending_set(struct pl_sock *s, const struct qps_mreq *m,
 	return 0;
 }
 
+/* The sources are copied through @b: @f declares one of them. */
 union pl_msf {
 	struct qps_msfilter f;
 	char b[QPS_MSFILTER_SIZE(QPS_MSFILTER_MAX)];
 };
+
+#define PL_MSF_SLIST offsetof(struct qps_msfilter, slist)
 
 static int filter_get(struct pl_sock *s, const struct qps_mreq *m,
 		      struct pl_filter *f)
@@ -277,7 +280,7 @@ static int filter_get(struct pl_sock *s, const struct qps_mreq *m,
 		return ret;
 	f->fmode = u.f.fmode;
 	f->n = u.f.numsrc < QPS_MSFILTER_MAX ? u.f.numsrc : QPS_MSFILTER_MAX;
-	memcpy(f->src, u.f.slist, f->n * sizeof(f->src[0]));
+	memcpy(f->src, u.b + PL_MSF_SLIST, f->n * sizeof(f->src[0]));
 	return 0;
 }
 
@@ -294,7 +297,7 @@ static int filter_set(struct pl_sock *s, const struct qps_mreq *m,
 	u.f.ifindex = m->ifindex;
 	u.f.fmode = f->fmode;
 	u.f.numsrc = f->n;
-	memcpy(u.f.slist, f->src, f->n * sizeof(f->src[0]));
+	memcpy(u.b + PL_MSF_SLIST, f->src, f->n * sizeof(f->src[0]));
 	return qps_setfilter(s->ep, &u.f,
 			     (socklen_t)QPS_MSFILTER_SIZE(f->n));
 }
@@ -466,7 +469,7 @@ static bool join_falls_back(struct pl_sock *s, int fd, int name,
 static int msfilter_of(int name, const void *val, socklen_t len,
 		       struct qps_mreq *m, struct pl_filter *f)
 {
-	uint32_t i, n;
+	uint32_t n;
 
 	memset(m, 0, sizeof(*m));
 	if (!val)
@@ -489,7 +492,7 @@ static int msfilter_of(int name, const void *val, socklen_t len,
 		m->group = a->sin_addr;
 		m->ifindex = ifindex_of((int)gf.gf_interface);
 		f->fmode = gf.gf_fmode;
-		for (i = 0; i < n; i++) {
+		for (uint32_t i = 0; i < n; i++) {
 			struct sockaddr_storage ss;
 
 			memcpy(&ss, (const char *)val + GROUP_FILTER_SIZE(i),
@@ -572,7 +575,7 @@ int pl_mcast_getopt(struct pl_sock *s, int name, void *val, socklen_t *len)
 {
 	struct pl_filter f;
 	struct qps_mreq m;
-	uint32_t i, room;
+	uint32_t room;
 	int ret;
 
 	memset(&m, 0, sizeof(m));
@@ -604,7 +607,7 @@ int pl_mcast_getopt(struct pl_sock *s, int name, void *val, socklen_t *len)
 		gf.gf_fmode = f.fmode;
 		gf.gf_numsrc = f.n;
 		memcpy(val, &gf, GROUP_FILTER_SIZE(0));
-		for (i = 0; i < room; i++) {
+		for (uint32_t i = 0; i < room; i++) {
 			struct sockaddr_storage ss;
 			struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
 

@@ -704,7 +704,6 @@ int qps_setfilter(struct qps_ep *ep, const struct qps_msfilter *f,
 		  socklen_t len)
 {
 	QPS_ERRNO_GUARD;
-	const struct qps_mc_rule *r;
 	struct qps_mc_sub *run;
 	struct qps_ctx *ctx;
 	uint32_t i, a, b, m, n;
@@ -750,7 +749,9 @@ int qps_setfilter(struct qps_ep *ep, const struct qps_msfilter *f,
 	if (qps_ep_check(ep) < 0) {
 		ret = -EBADF;
 	} else {
-		r = qps_mc_rule_of(ep, f->group.s_addr, &idx);
+		const struct qps_mc_rule *r =
+			qps_mc_rule_of(ep, f->group.s_addr, &idx);
+
 		/* A filter needs a membership first. */
 		ret = !qps_mc_run(r, ep, &a, &b) ? -EINVAL :
 		      qps_filter_replace(ep, idx, f->group.s_addr, run, m);
@@ -766,7 +767,7 @@ int qps_setfilter(struct qps_ep *ep, const struct qps_msfilter *f,
 int qps_getfilter(struct qps_ep *ep, struct qps_msfilter *f, socklen_t *len)
 {
 	QPS_ERRNO_GUARD;
-	uint32_t i, a = 0, b = 0, room, n = 0, mode = QPS_MCAST_INCLUDE;
+	uint32_t a = 0, b = 0, room, n = 0, mode = QPS_MCAST_INCLUDE;
 	const struct qps_mc_rule *r;
 	struct qps_ctx *ctx;
 	int64_t idx;
@@ -796,7 +797,7 @@ int qps_getfilter(struct qps_ep *ep, struct qps_msfilter *f, socklen_t *len)
 	if (ret == 0 && !r)
 		ret = -EADDRNOTAVAIL;
 	if (r) {
-		for (i = a; i < b; i++) {
+		for (uint32_t i = a; i < b; i++) {
 			if (!r->s[i].block && r->s[i].source == INADDR_ANY) {
 				mode = QPS_MCAST_EXCLUDE;
 				continue;
