@@ -1223,6 +1223,13 @@ static int cancel_exit_child(void)
 
 static void test_cancel(void)
 {
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan's own thread teardown after a cancellation trips over the
+	 * alternate signal stack it set up (a report in sigaltstack), on
+	 * the kernel as under the preload; the plain build runs this. */
+	printf("skipped under AddressSanitizer ");
+	return;
+#endif
 	in_child(cancel_child, 10000, 1000);
 	in_child(cancel_exit_child, 5000, 1000);
 }
