@@ -191,6 +191,7 @@ static void check_readback(struct qps_ep *ep, int opt, int v)
 	case QPS_OPT_REUSEPORT:
 	case QPS_OPT_PKTINFO:
 	case QPS_OPT_MULTICAST_LOOP:
+	case QPS_OPT_HOST_RX:
 		FUZZ_CHECK(*got == (v != 0));
 		break;
 	case QPS_OPT_RCVBUF:	/* clamped to the queue, like SO_RCVBUF */
@@ -233,11 +234,12 @@ static void op_setopt(struct fuzz_in *in)
 		FUZZ_CHECK((opt >= QPS_OPT_NONBLOCK &&
 			    opt <= QPS_OPT_PKTINFO) ||
 			   (opt >= QPS_OPT_REUSEPORT &&
-			    opt <= QPS_OPT_TIMESTAMP));
+			    opt <= QPS_OPT_HOST_RX));
 		check_readback(ep, opt, v);
 	} else {
 		FUZZ_CHECK(r == -ENOPROTOOPT || r == -EINVAL ||
-			   r == -EFAULT || r == -EBADF || r == -ENOMEM);
+			   r == -EFAULT || r == -EBADF || r == -ENOMEM ||
+			   (r == -EISCONN && opt == QPS_OPT_HOST_RX));
 	}
 	if (!ep || ep == fa.stale)
 		FUZZ_CHECK(r == -EBADF);
