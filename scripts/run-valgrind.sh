@@ -18,6 +18,8 @@
 #                     run.
 #   test_ibverbs_emu  checks that the libibverbs answering is the one in
 #                     $LD_LIBRARY_PATH, which valgrind rewrites.
+#   test_preload_fork starts its servers by exec'ing /proc/<pid>/exe,
+#                     which under valgrind is valgrind's own tool.
 #   test_peer_kill    re-executes /proc/self/exe as the process it kills,
 #                     which under valgrind is valgrind's own tool.
 # The *_verbs runs of the suites (through tests/verbs/run-on-shim.sh in a
@@ -46,7 +48,7 @@ if grep -qE "^QPS_SANITIZE:[A-Z]*=(address|thread)" \
 	exit 2
 fi
 
-excluded="test_packet test_ibverbs_emu test_peer_kill"
+excluded="test_packet test_ibverbs_emu test_peer_kill test_preload_fork"
 if [[ $# -gt 0 ]]; then
 	suites=("$@")
 else
