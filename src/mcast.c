@@ -17,14 +17,23 @@
  * any-source membership excludes (qps_setfilter): entries of the rule
  * marked block, dropped with that membership.
  *
+ * Only a datagram's first fragment carries its UDP port, so the port rule
+ * misses the rest of a group datagram above the MTU. Where a rule costs
+ * the host nothing (QPS_DEV_CAP_MC_GROUP_RULE), each joined group also
+ * has one rule on its address alone, weaker than the port rules, made
+ * with the group's first (group, port) entry and removed with its last:
+ * the later fragments reach the reassembly, and the whole datagram is
+ * demultiplexed by port like any other. It steers the group's other ports
+ * too; the receive path drops those as rx_no_endpoint.
+ *
  * On the UD transport there are no steering rules: a datagram to a group
  * reaches every QP attached to the group's GID, so the device object is
  * the group's attachment (ud_mcast.c), made for the first (group, port)
  * entry of a group and removed with its last; the table below is the same
  * and still finds the subscribers by (group, port). The counters follow
  * the device objects: mc_rules and mc_rules_created count groups attached
- * on UD, steering rules on the raw path; mc_rule_refs counts memberships
- * on both.
+ * on UD, steering rules (port and group ones) on the raw path;
+ * mc_rule_refs counts memberships on both.
  *
  * Writers hold ctx->ctl_lock. The table and each rule version are read by
  * the receive path without it, and freed after a grace period (demux.h).
@@ -41,12 +50,14 @@
 
 #define QPS_MC_TAB_MIN 64u
 
-/* UD: the groups attached to the receiving QP, each with the number of
- * table entries (ports) using it. Writers only, under ctl_lock; a short
- * array, as a device holds few groups and joins are rare. */
+/* The groups with a device object of their own (UD: the attachment of
+ * the receiving QP; raw: the group's address rule), each with the number
+ * of table entries (ports) using it. Writers only, under ctl_lock; a
+ * short array, as a device holds few groups and joins are rare. */
 struct qps_mc_group {
 	uint32_t group;
 	uint32_t refs;
+	struct qps_flow *flow;		/* raw path; NULL on UD */
 };
 
 struct qps_mc_groups {
@@ -178,6 +189,7 @@ static struct qps_mc_rule *qps_mc_rule_new(uint32_t n)
 	return r;
 }
 
+/* @port 0: the group's address rule, below the port rules. */
 static int qps_mc_flow_create(struct qps_ctx *ctx, uint32_t group,
 			      uint16_t port, struct qps_flow **flow)
 {
@@ -189,7 +201,7 @@ static int qps_mc_flow_create(struct qps_ctx *ctx, uint32_t group,
 	m.match_mac = true;
 	m.dst_ip = group;
 	m.dst_port = port;
-	m.priority = 1;
+	m.priority = port ? 1 : 2;
 	m.type = IBV_FLOW_ATTR_NORMAL;
 	return ctx->ops->create_flow(ctx->qp, qps_flow_attr_build(buf, &m),
 				     flow);
@@ -207,11 +219,18 @@ static struct qps_mc_group *qps_mc_group_find(struct qps_ctx *ctx,
 	return NULL;
 }
 
-/* UD: a reference on @group's attachment; 1 when this one attached it. */
+/* Whether a group has a device object of its own: see the top. */
+static bool qps_mc_group_obj(const struct qps_ctx *ctx)
+{
+	return ctx->ud || (ctx->info.caps & QPS_DEV_CAP_MC_GROUP_RULE);
+}
+
+/* A reference on @group's device object; 1 when this one made it. */
 static int qps_mc_group_get(struct qps_ctx *ctx, uint32_t group)
 {
 	struct qps_mc_groups *gs = ctx->dmx.mc_groups;
 	struct qps_mc_group *e = qps_mc_group_find(ctx, group);
+	struct qps_flow *flow = NULL;
 	int ret;
 
 	if (e) {
@@ -231,52 +250,75 @@ static int qps_mc_group_get(struct qps_ctx *ctx, uint32_t group)
 		ng->cap = cap;
 		ctx->dmx.mc_groups = gs = ng;
 	}
-	ret = qps_ud_group_attach(ctx, group);
+	if (ctx->ud)
+		ret = qps_ud_group_attach(ctx, group);
+	else
+		ret = qps_mc_flow_create(ctx, group, 0, &flow);
 	if (ret < 0)
 		return ret;
 	gs->g[gs->n].group = group;
 	gs->g[gs->n].refs = 1;
+	gs->g[gs->n].flow = flow;
 	gs->n++;
 	return 1;
 }
 
-/* UD: drop a reference; 1 when it was the last and the group detached. */
+/* Drop a reference; 1 when it was the last and the object went. */
 static int qps_mc_group_put(struct qps_ctx *ctx, uint32_t group)
 {
 	struct qps_mc_groups *gs = ctx->dmx.mc_groups;
 	struct qps_mc_group *e = qps_mc_group_find(ctx, group);
+	struct qps_flow *flow;
 
 	if (!e || --e->refs)
 		return 0;
+	flow = e->flow;
 	*e = gs->g[--gs->n];
 	/* Nothing to undo on failure: the entry is gone either way, and
 	 * a group left attached only costs the device filter room. */
-	qps_ud_group_detach(ctx, group);
+	if (ctx->ud)
+		qps_ud_group_detach(ctx, group);
+	else
+		ctx->ops->destroy_flow(flow);
 	return 1;
 }
 
-/* The device object behind a new (group, port) entry: its steering rule,
- * or on UD a reference on the group's attachment. Returns 1 when a device
- * object was made, 0 when an attached group was reused. */
+/* The device objects behind a new (group, port) entry: its steering rule
+ * and a reference on the group's own object (UD: the attachment only).
+ * Returns how many device objects were made. */
 static int qps_mc_dev_add(struct qps_ctx *ctx, struct qps_mc_rule *r)
 {
-	int ret;
+	int ret, made = 0;
 
-	if (ctx->ud) {
-		r->flow = NULL;
-		return qps_mc_group_get(ctx, r->group);
+	r->flow = NULL;
+	if (!ctx->ud) {
+		ret = qps_mc_flow_create(ctx, r->group, r->port, &r->flow);
+		if (ret < 0)
+			return ret;
+		made = 1;
 	}
-	ret = qps_mc_flow_create(ctx, r->group, r->port, &r->flow);
-	return ret < 0 ? ret : 1;
+	if (!qps_mc_group_obj(ctx))
+		return made;
+	ret = qps_mc_group_get(ctx, r->group);
+	if (ret < 0 && r->flow) {
+		ctx->ops->destroy_flow(r->flow);
+		r->flow = NULL;
+	}
+	return ret < 0 ? ret : made + ret;
 }
 
-/* Undo qps_mc_dev_add; returns 1 when a device object went. */
+/* Undo qps_mc_dev_add; returns how many device objects went. */
 static int qps_mc_dev_del(struct qps_ctx *ctx, struct qps_mc_rule *r)
 {
-	if (ctx->ud)
-		return qps_mc_group_put(ctx, r->group);
-	ctx->ops->destroy_flow(r->flow);
-	return 1;
+	int gone = 0;
+
+	if (r->flow) {
+		ctx->ops->destroy_flow(r->flow);
+		gone = 1;
+	}
+	if (qps_mc_group_obj(ctx))
+		gone += qps_mc_group_put(ctx, r->group);
+	return gone;
 }
 
 static void qps_mc_count(struct qps_ctx *ctx, int joins, int leaves,

@@ -93,6 +93,14 @@ enum qps_dev_caps {
 	 * non-zero checksum carries IBV_WC_IP_CSUM_OK (mlx4: CQE status
 	 * IPV4 | IP_HDR_CSUM_OK | TCP_UDP_CSUM_OK). */
 	QPS_DEV_CAP_CSUM = 1 << 5,
+	/* A steering rule on a group's address alone (ETH + IPv4, no UDP)
+	 * takes nothing from the host: the device hands the context a copy
+	 * (packet: AF_PACKET is a tap) or has no host stack behind it (emu).
+	 * The core then adds one per joined group, so that the fragments
+	 * after a group datagram's first reach the reassembly. Not on mlx4:
+	 * there the rule would take every port of the group from the
+	 * host's kernel sockets. */
+	QPS_DEV_CAP_MC_GROUP_RULE = 1 << 6,
 };
 
 /* GID table of a RoCE port, as mlx4 fills it from its netdev: index 0 is

@@ -383,7 +383,8 @@ static void test_open_query_resolve(void)
 	CU_ASSERT_EQUAL(ia.max_inline, 224);
 	CU_ASSERT_EQUAL(ia.caps, QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW |
 				 QPS_DEV_CAP_UD | QPS_DEV_CAP_QP_ERR |
-				 QPS_DEV_CAP_MC_LOOP | QPS_DEV_CAP_CSUM);
+				 QPS_DEV_CAP_MC_LOOP | QPS_DEV_CAP_CSUM |
+				 QPS_DEV_CAP_MC_GROUP_RULE);
 
 	CU_ASSERT_EQUAL(E->resolve(a, ib.addr, mac), 0);
 	CU_ASSERT_EQUAL(memcmp(mac, ib.mac, 6), 0);

@@ -159,8 +159,9 @@ static void test_device_full(void)
 	}
 	EQ(rc, -ENOBUFS);
 	CU_ASSERT(ok >= 16);
-	EQ(t_ctx_stats(b).mc_rules, ok);
-	EQ(emu_rules(b), base + ok);
+	/* Each group: its port's rule and its own (fragments). */
+	EQ(t_ctx_stats(b).mc_rules, 2 * ok);
+	EQ(emu_rules(b), base + 2 * ok);
 	EQ(qps_ep_close(ep), 0);
 	EQ(t_ctx_stats(b).mc_rules, 0);
 	EQ(emu_rules(b), base);
@@ -193,29 +194,30 @@ static void test_refcount(void)
 	for (o = 0; o < 6; o++) {
 		for (k = 0; k < 3; k++) {
 			EQ(t_join(ep[k], GRP1, NULL), 0);
-			EQ(t_ctx_stats(b).mc_rules, 1);
+			EQ(t_ctx_stats(b).mc_rules, 2);
 			EQ(t_ctx_stats(b).mc_rule_refs, k + 1);
-			EQ(emu_rules(b), base + 1);
+			EQ(emu_rules(b), base + 2);
 			EQ(t_emu_mac_refs(b), k + 1);
 		}
-		created++;
+		created += 2;
 		for (k = 0; k < 3; k++) {
 			EQ(t_leave(ep[orders[o][k]], GRP1, NULL), 0);
 			EQ(t_leave(ep[orders[o][k]], GRP1, NULL),
 			   -EADDRNOTAVAIL);
-			EQ(t_ctx_stats(b).mc_rules, k < 2 ? 1 : 0);
-			EQ(emu_rules(b), base + (k < 2 ? 1 : 0));
+			EQ(t_ctx_stats(b).mc_rules, k < 2 ? 2 : 0);
+			EQ(emu_rules(b), base + (k < 2 ? 2 : 0));
 			EQ(t_emu_mac_refs(b), 2 - k);
 		}
 	}
-	/* A second port is a second rule; close drops memberships. */
+	/* A second port is a second port rule, the group's own is shared;
+	 * close drops memberships. */
 	EQ(t_join(ep[0], GRP1, NULL), 0);
 	ep[1] = t_mkep(b, "0.0.0.0", PORT_G + 1, 0);
 	EQ(t_join(ep[1], GRP1, NULL), 0);
-	EQ(emu_rules(b), base + 2);
-	created += 2;
+	EQ(emu_rules(b), base + 3);
+	created += 3;
 	EQ(qps_ep_close(ep[0]), 0);
-	EQ(emu_rules(b), base + 1);
+	EQ(emu_rules(b), base + 2);
 	EQ(qps_ep_close(ep[1]), 0);
 	EQ(emu_rules(b), base);
 	st = t_ctx_stats(b);
@@ -293,6 +295,90 @@ static void test_early_and_fanout(void)
 	EQ(st.rx_bad[QPS_RX_OK], 3 * N_PKT);
 	EQ(st.rx_no_endpoint, 0);
 	t_partition_holds(&st);
+	t_all_buffers_home(b);
+	t_suite_end();
+}
+
+/* ------------------------------------------------------------------ */
+/* Group datagrams above the MTU: only the first fragment carries the    */
+/* port, so the rest reach the context through the group's own rule.     */
+
+static const uint32_t big_sizes[] = { 1473, 2048, 4000, 9000, 65507 };
+#define N_BIG (sizeof(big_sizes) / sizeof(big_sizes[0]))
+
+static void big_fill(uint8_t *buf, uint32_t len, uint32_t tag)
+{
+	uint32_t i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (uint8_t)(i * 7 + len + tag);
+}
+
+static void big_send(struct qps_ep *tx, const char *ip, unsigned short port,
+		     uint32_t tag)
+{
+	static uint8_t buf[65507];
+	struct sockaddr_in to = t_sin(ip, port);
+	unsigned int i;
+
+	for (i = 0; i < N_BIG; i++) {
+		big_fill(buf, big_sizes[i], tag);
+		EQ(qps_sendto(tx, buf, big_sizes[i], 0, (struct sockaddr *)&to,
+			      sizeof(to)), (ssize_t)big_sizes[i]);
+	}
+	qps_ctx_flush(tx->ctx);
+}
+
+static void test_above_mtu(void)
+{
+	static uint8_t want[65507], got[65508];
+	char wire[64];
+	struct qps_ctx *a, *b;
+	struct qps_ep *tx, *r, *r2;
+	struct qps_stats st;
+	unsigned int i;
+	ssize_t n;
+
+	T_EXCLUDED_RETURN();
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "mc-big");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	tx = t_mkep(a, IP_A, PORT_TX, 0);
+	r = t_mkep(b, "0.0.0.0", PORT_G, 0);
+	r2 = t_mkep(b, "0.0.0.0", PORT_G + 1, 0);	/* bound, not joined */
+	EQ(t_join(r, GRP1, NULL), 0);
+
+	big_send(tx, GRP1, PORT_G, 1);
+	T_WAIT_STAT(b, rx_reasm_ok, N_BIG);
+	for (i = 0; i < N_BIG; i++) {
+		n = qps_recv(r, got, sizeof(got), 0);
+		EQ_FATAL(n, (ssize_t)big_sizes[i]);
+		big_fill(want, big_sizes[i], 1);
+		CU_ASSERT(memcmp(got, want, big_sizes[i]) == 0);
+	}
+	EQ(qps_recv(r, got, sizeof(got), 0), -EAGAIN);
+
+	/* The group's other port: whole, then dropped as nobody's; a
+	 * group nobody joined never reaches the port. */
+	big_send(tx, GRP1, PORT_G + 1, 2);
+	T_WAIT_STAT(b, rx_reasm_ok, 2 * N_BIG);
+	big_send(tx, GRP2, PORT_G, 3);
+	qps_ctx_progress(b);
+	st = t_ctx_stats(b);
+	EQ(st.rx_no_endpoint, N_BIG);
+	EQ(st.rx_reasm_ok, 2 * N_BIG);
+	EQ(st.rx_reasm_bytes, 0);
+	EQ(qps_recv(r, got, sizeof(got), 0), -EAGAIN);
+	EQ(qps_recv(r2, got, sizeof(got), 0), -EAGAIN);
+
+	/* After the leave, nothing of the group reaches the reassembly. */
+	EQ(t_leave(r, GRP1, NULL), 0);
+	EQ(t_ctx_stats(b).mc_rules, 0);
+	big_send(tx, GRP1, PORT_G, 4);
+	qps_ctx_progress(b);
+	EQ(t_ctx_stats(b).rx_bad[QPS_RX_FRAGMENT], st.rx_bad[QPS_RX_FRAGMENT]);
+	EQ(t_ctx_stats(b).rx_reasm_ok, 2 * N_BIG);
 	t_all_buffers_home(b);
 	t_suite_end();
 }
@@ -680,8 +766,11 @@ static int xp_child(const char *wire, int wfd, int rfd)
 	qps_ctx_stats(ctx, &st, sizeof(st));
 	if (!rc && (got != XP_N || bad))
 		rc = 15;
-	/* Only GRP1:PORT_G datagrams were ever demultiplexed here. */
-	if (!rc && (st.rx_bad[QPS_RX_OK] != XP_N || st.rx_no_endpoint))
+	/* GRP1:PORT_G datagrams were delivered; GRP2's rule on its address
+	 * (for fragments) brought its other port too, dropped as no
+	 * endpoint's; nothing else was demultiplexed here. */
+	if (!rc && (st.rx_bad[QPS_RX_OK] != 2 * XP_N ||
+		    st.rx_no_endpoint != XP_N))
 		rc = 16;
 	if (!rc && st.rx_demux_early != XP_N)
 		rc = 17;
@@ -1053,6 +1142,7 @@ int main(void)
 		{ "device full: -ENOBUFS", test_device_full },
 		{ "3 endpoints, 1 rule, every leave order", test_refcount },
 		{ "early path and fan-out", test_early_and_fanout },
+		{ "group datagrams above the MTU", test_above_mtu },
 		{ "leave and close release buffers", test_release_on_close },
 		{ "source-specific joins", test_source_filter },
 		{ "exclude mode, filters set whole", test_source_exclude },

@@ -1631,6 +1631,63 @@ static void test_fragments(void)
 	close(kfd);
 }
 
+/* A kernel sender's group datagrams above the MTU, through qps_join: the
+ * first fragment matches the port's rule, the others the group's own. */
+static void test_mcast_fragments(void)
+{
+	struct sockaddr_in any = t_sin("0.0.0.0", 5600), to, src;
+	struct ip_mreqn mif = { .imr_ifindex = ifindex_b() };
+	struct qps_mreq mr = { .group.s_addr = ip4(GROUP) };
+	static uint8_t out[65507], in[65536];
+	struct qps_stats st0, st1;
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+	int kfd, i, tmo = RECV_MS;
+	socklen_t sl;
+	ssize_t r;
+
+	kfd = sock_b(SOCK_DGRAM, 0, IP_B, 5601);
+	CU_ASSERT_FATAL(kfd >= 0);
+	T_EQ(setsockopt(kfd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof(mif)),
+	     0);
+	T_EQ_FATAL(ctx_open(if_a, IP_A, &ctx), 0);
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	T_EQ(qps_setopt(ep, QPS_OPT_RCVTIMEO, &tmo, sizeof(tmo)), 0);
+	T_EQ_FATAL(qps_bind(ep, (struct sockaddr *)&any, sizeof(any)), 0);
+	T_EQ_FATAL(qps_join(ep, &mr, sizeof(mr)), 0);
+	st0 = t_ctx_stats(ctx);
+	for (i = 0; i < (int)NFRAG_SIZES; i++) {
+		size_t n = frag_sizes[i];
+
+		fill(out, n, (unsigned int)i + 110);
+		to = t_sin(GROUP, 5600);
+		T_EQ(sendto(kfd, out, n, 0, (struct sockaddr *)&to,
+			    sizeof(to)), (ssize_t)n);
+		/* Same group, a port nobody here holds; another group. */
+		to.sin_port = htons(5602);
+		T_EQ(sendto(kfd, out, n, 0, (struct sockaddr *)&to,
+			    sizeof(to)), (ssize_t)n);
+		to = t_sin("239.1.2.9", 5600);
+		T_EQ(sendto(kfd, out, n, 0, (struct sockaddr *)&to,
+			    sizeof(to)), (ssize_t)n);
+		sl = sizeof(src);
+		memset(in, 0, n);
+		r = qps_recvfrom(ep, in, sizeof(in), 0,
+				 (struct sockaddr *)&src, &sl);
+		T_EQ(r, (ssize_t)n);
+		CU_ASSERT(r == (ssize_t)n && !memcmp(in, out, n));
+		T_EQ(src.sin_addr.s_addr, ip4(IP_B));
+		T_EQ(ntohs(src.sin_port), 5601);
+	}
+	T_EQ(qps_recv(ep, in, sizeof(in), 0), -ETIMEDOUT);
+	st1 = t_ctx_stats(ctx);
+	T_EQ(st1.rx_reasm_ok - st0.rx_reasm_ok, 2 * NFRAG_SIZES);
+	T_EQ(st1.rx_no_endpoint - st0.rx_no_endpoint, NFRAG_SIZES);
+	T_EQ(st1.rx_reasm_bytes, 0);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	close(kfd);
+}
+
 /* Fragments of one datagram of @len bytes (ID @id) to A's port @dport, cut
  * at @unit IP payload bytes: frame i in f[i], its length in fl[i]. */
 #define WF_MAX 8
@@ -2267,6 +2324,8 @@ int main(void)
 		{ "no ICMP port-unreachable for a bound port", test_no_icmp },
 		{ "MTU lowered under a sender", test_mtu_lowered },
 		{ "fragments both ways, 1473 to 65507 bytes", test_fragments },
+		{ "multicast fragments, kernel -> qps_join",
+		  test_mcast_fragments },
 		{ "fragments on the wire: order, duplicates, overlaps, "
 		  "holes, flood", test_fragments_wire },
 		{ "TTL, multicast TTL and TOS on the wire", test_ttl_tos },

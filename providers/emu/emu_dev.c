@@ -149,7 +149,7 @@ static int emu_query(struct qps_dev *d, struct qps_dev_info *info)
 		(QPS_EMU_WQEBB - 4);
 	info->caps = QPS_DEV_CAP_MLX4_SQ | QPS_DEV_CAP_FLOW | QPS_DEV_CAP_UD |
 		     QPS_DEV_CAP_QP_ERR | QPS_DEV_CAP_MC_LOOP |
-		     QPS_DEV_CAP_CSUM;
+		     QPS_DEV_CAP_CSUM | QPS_DEV_CAP_MC_GROUP_RULE;
 	/* What emu_ud_tx.c lets through: the port's RoCE path MTU. */
 	info->ud_mtu = qps_emu_ib_mtu(dev->mtu);
 	info->clock_hz = QPS_EMU_CLOCK_HZ;

@@ -176,7 +176,7 @@ static int dev_setup(struct qps_packet_dev *dev, const char *name,
 	dev->info.max_cqe = QPS_PACKET_MAX_CQE;
 	/* Every WR is copied at post time, so every frame is "inline". */
 	dev->info.max_inline = dev->info.mtu + QPS_PACKET_ETH_HLEN;
-	dev->info.caps = QPS_DEV_CAP_FLOW;
+	dev->info.caps = QPS_DEV_CAP_FLOW | QPS_DEV_CAP_MC_GROUP_RULE;
 	ret = qps_host_ns_open(&dev->ns);
 	if (ret < 0)
 		return ret;

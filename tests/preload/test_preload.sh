@@ -371,7 +371,8 @@ programs)
 	# namespace, kernel clients in another and on the server's own
 	# loopback: dnsmasq daemonizing (its default) and in the foreground,
 	# answering dig from the wire, from 127.0.0.1 and from the server's
-	# own address; socat UDP echo with and without fork. qps_stat (the
+	# own address; socat UDP echo with and without fork; socat receiving
+	# 2048-byte multicast datagrams. qps_stat (the
 	# daemon's stderr is /dev/null) or --stats must show the queries
 	# went through qpsock. $calls is qps_stat here.
 	stat=$calls
@@ -454,6 +455,31 @@ programs)
 	echo "socat: 6 requests echoed, qpsock rx $n datagrams on ports 7000-7001"
 	[[ "$n" -ge 6 ]] || { cat "$tmp/socat.fork" "$tmp/socat.one";
 		fail "socat: qpsock received $n datagrams"; }
+	# A multicast receiver of 2048-byte datagrams (above the MTU: two
+	# fragments each), the join made by socat's ip-add-membership.
+	"${qrun[@]}" --stats socat -u -b 65536 \
+		UDP4-RECV:7100,ip-add-membership=239.7.7.7:10.79.5.1 \
+		OPEN:"$tmp/mc.out",creat,trunc 2>"$tmp/socat.mc" &
+	srv=$!
+	sleep 1
+	: >"$tmp/mc.in"
+	for i in 1 2 3 4 5; do
+		head -c 2048 /dev/urandom >"$tmp/mc.$i"
+		cat "$tmp/mc.$i" >>"$tmp/mc.in"
+		ip netns exec "$ns_b" socat -u -b 65536 OPEN:"$tmp/mc.$i" \
+			UDP4-DATAGRAM:239.7.7.7:7100,ip-multicast-if=10.79.5.2 ||
+			fail "socat multicast: send $i"
+	done
+	sleep 0.5
+	kill -INT "$srv"
+	wait "$srv"
+	srv=
+	n=$(sed -n 's/.*udp 0.0.0.0:7100 .*: rx \([0-9]*\) datagrams.*via qpsock/\1/p' \
+		"$tmp/socat.mc")
+	echo "socat multicast: $(stat -c %s "$tmp/mc.out") of 10240 bytes, qpsock rx '$n' datagrams"
+	cmp -s "$tmp/mc.in" "$tmp/mc.out" ||
+		{ cat "$tmp/socat.mc"; fail "socat multicast: 2048-byte datagrams lost"; }
+	[[ "$n" == 5 ]] || { cat "$tmp/socat.mc"; fail "socat multicast: qpsock rx '$n'"; }
 	;;
 fork)
 	# $calls is test_preload_fork here: the client on the kernel, the
