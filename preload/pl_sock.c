@@ -326,6 +326,7 @@ void pl_sock_fallback(int fd, struct pl_sock *s, const char *why)
 	} else if (t) {
 		t->fell_back = true;
 		joins_to_kernel(fd, t);
+		pl_epoll_fell(fd, t->id);
 	}
 	pl_unref(t);
 	errno = e;

@@ -329,6 +329,8 @@ bool pl_sig_restart(void);
 void pl_epset_close(int epfd);
 void pl_epset_close_range(unsigned int first, unsigned int last);
 void pl_epoll_atfork_child(void);
+/* pl_epoll.c: @fd's socket @id fell back; its epoll entries follow. */
+void pl_epoll_fell(int fd, uint64_t id);
 
 /* The return value of an interposed call from a core result. */
 static inline long pl_ret(long r)

@@ -446,6 +446,94 @@ static void test_shutdown(void)
 	close(fb);
 }
 
+
+/* Edge-triggered and one-shot entries as the kernel keeps them: each new
+ * datagram is a new edge, drained or not; EPOLLONESHOT reports once, with
+ * EPOLLIN and EPOLLOUT in one event, until EPOLL_CTL_MOD arms it again. */
+static void test_epoll_edge(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), ep, i;
+	struct epoll_event ev, out[4];
+	char buf[8];
+
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CU_ASSERT_FATAL(ep >= 0);
+	ev = (struct epoll_event){ .events = EPOLLIN | EPOLLET,
+				   .data.fd = fb };
+	EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fb, &ev), 0);
+	for (i = 0; i < 3; i++) {
+		EQ(sendto(fa, "e", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+		EQ(epoll_wait(ep, out, 4, 2000), 1);
+		EQ(out[0].data.fd, fb);
+		EQ(out[0].events, EPOLLIN);
+		EQ(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), 1);
+		FAILS(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), EAGAIN);
+		/* Drained and nothing new: no edge. */
+		EQ(epoll_wait(ep, out, 4, 20), 0);
+	}
+	/* Not drained: the next datagram is an edge all the same. */
+	EQ(sendto(fa, "f", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	EQ(epoll_wait(ep, out, 4, 2000), 1);
+	EQ(epoll_wait(ep, out, 4, 20), 0);
+	EQ(sendto(fa, "g", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	EQ(epoll_wait(ep, out, 4, 2000), 1);
+	EQ(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), 1);
+	EQ(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), 1);
+	EQ(epoll_ctl(ep, EPOLL_CTL_DEL, fb, NULL), 0);
+
+	/* One-shot over input and output: one event, then silence. */
+	EQ(sendto(fa, "h", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	wait_in(fb);
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLONESHOT;
+	EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fb, &ev), 0);
+	EQ(epoll_wait(ep, out, 4, 2000), 1);
+	EQ(out[0].events, EPOLLIN | EPOLLOUT);
+	EQ(epoll_wait(ep, out, 4, 20), 0);
+	EQ(sendto(fa, "i", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	EQ(epoll_wait(ep, out, 4, 100), 0);
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	EQ(epoll_ctl(ep, EPOLL_CTL_MOD, fb, &ev), 0);
+	EQ(epoll_wait(ep, out, 4, 2000), 1);
+	EQ(out[0].events, EPOLLIN);
+	EQ(epoll_wait(ep, out, 4, 20), 0);
+	EQ(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), 1);
+	EQ(recv(fb, buf, sizeof(buf), MSG_DONTWAIT), 1);
+	close(ep);
+	close(fa);
+	close(fb);
+}
+
+/* A socket registered before it falls back to the kernel (bound to the
+ * loopback address here) keeps its registration and its input events. */
+static void test_epoll_fallback(void)
+{
+	struct sockaddr_in lo = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct epoll_event ev, out[4];
+	socklen_t l = sizeof(lo);
+	int fr = socket(AF_INET, SOCK_DGRAM, 0);
+	int fs = socket(AF_INET, SOCK_DGRAM, 0);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	char buf[8];
+
+	CU_ASSERT_FATAL(fr >= 0 && fs >= 0 && ep >= 0);
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.fd = fr };
+	EQ(epoll_ctl(ep, EPOLL_CTL_ADD, fr, &ev), 0);
+	EQ(bind(fr, (struct sockaddr *)&lo, sizeof(lo)), 0);
+	EQ(getsockname(fr, (struct sockaddr *)&lo, &l), 0);
+	EQ(epoll_wait(ep, out, 4, 20), 0);
+	EQ(sendto(fs, "l", 1, 0, (struct sockaddr *)&lo, sizeof(lo)), 1);
+	EQ(epoll_wait(ep, out, 4, 2000), 1);
+	EQ(out[0].data.fd, fr);
+	EQ(out[0].events, EPOLLIN);
+	EQ(recv(fr, buf, sizeof(buf), MSG_DONTWAIT), 1);
+	EQ(epoll_wait(ep, out, 4, 20), 0);
+	EQ(epoll_ctl(ep, EPOLL_CTL_DEL, fr, NULL), 0);
+	close(ep);
+	close(fr);
+	close(fs);
+}
 /* epoll forms the kernel accepts on a UDP socket: EPOLLEXCLUSIVE, two
  * fds of one socket (dup) in one set, an epoll fd numbered above 65535. */
 static void test_epoll_forms(void)
@@ -1818,6 +1906,9 @@ int main(void)
 		{ "poll, select, epoll mixed", test_poll_select_epoll },
 		{ "epoll: EPOLLEXCLUSIVE, dup'ed fds, high epoll fds",
 		  test_epoll_forms },
+		{ "epoll: EPOLLET, EPOLLONESHOT", test_epoll_edge },
+		{ "epoll: a socket that falls back keeps its entry",
+		  test_epoll_fallback },
 		{ "dup, dup2, F_DUPFD", test_dup },
 		{ "close or shutdown while recv", test_close_while_recv },
 		{ "threads racing on the fd table", test_fd_races },
