@@ -25,8 +25,8 @@ set -euo pipefail
 # python3: scripts/check-api-doc.py (docs/api.md against the header);
 # python3-matplotlib: scripts/plot_stat.py (qps_stat --record to PNGs);
 # bsdutils: script(1), the pseudo-terminal test_stat_e2e.sh runs qps_stat in.
-# dnsmasq-base, bind9-dnsutils (dig), socat: real programs under qpsock-run
-# (test_preload_programs).
+# dnsmasq-base, bind9-dnsutils (dig), socat, ssmping, ffmpeg: real programs
+# under qpsock-run (test_preload_programs).
 PKGS=(
 	build-essential
 	cmake
@@ -55,6 +55,8 @@ PKGS=(
 	dnsmasq-base
 	bind9-dnsutils
 	socat
+	ssmping
+	ffmpeg
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then

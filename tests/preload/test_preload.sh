@@ -372,11 +372,12 @@ programs)
 	# loopback: dnsmasq daemonizing (its default) and in the foreground,
 	# answering dig from the wire, from 127.0.0.1 and from the server's
 	# own address; socat UDP echo with and without fork; socat receiving
-	# 2048-byte multicast datagrams. qps_stat (the
+	# 2048-byte multicast datagrams; ssmping (source-specific join);
+	# ffmpeg receiving a multicast stream and exiting. qps_stat (the
 	# daemon's stderr is /dev/null) or --stats must show the queries
 	# went through qpsock. $calls is qps_stat here.
 	stat=$calls
-	for p in dnsmasq dig socat ip; do
+	for p in dnsmasq dig socat ip ssmping ssmpingd ffmpeg; do
 		command -v $p >/dev/null || {
 			echo "test_preload programs: skipped: needs $p"
 			exit 77
@@ -480,6 +481,54 @@ programs)
 	cmp -s "$tmp/mc.in" "$tmp/mc.out" ||
 		{ cat "$tmp/socat.mc"; fail "socat multicast: 2048-byte datagrams lost"; }
 	[[ "$n" == 5 ]] || { cat "$tmp/socat.mc"; fail "socat multicast: qpsock rx '$n'"; }
+	# ssmping: a source-specific join (MCAST_JOIN_SOURCE_GROUP on a
+	# socket bound to the SSM group), unicast and multicast replies from
+	# a kernel ssmpingd.
+	ip netns exec "$ns_b" ssmpingd >"$tmp/ssmpingd.log" 2>&1 &
+	srv=$!
+	sleep 0.5
+	ip netns exec "$ns_a" timeout 20 "${run[@]}" --provider packet \
+		--dev "$if_a" --stats ssmping -c 5 10.79.5.2 >"$tmp/ssmping" 2>&1 ||
+		{ cat "$tmp/ssmping"; fail "ssmping failed"; }
+	kill "$srv"
+	wait "$srv" 2>/dev/null
+	srv=
+	n=$(grep -c '^multicast from 10.79.5.2' "$tmp/ssmping")
+	g=$(sed -n 's/.*udp 232\.43\.211\.234:[0-9]* .*: rx \([0-9]*\) datagrams.*via qpsock/\1/p' \
+		"$tmp/ssmping")
+	echo "ssmping: $n of 5 multicast replies, qpsock rx '$g' on the SSM group"
+	[[ "$n" -ge 4 && "${g:-0}" -ge "$n" ]] ||
+		{ cat "$tmp/ssmping"; fail "ssmping: $n multicast replies, qpsock '$g'"; }
+	# ffmpeg receiving a multicast MPEG-TS stream that goes on after it
+	# stops: its UDP thread is cancelled inside recvfrom, and the process
+	# must exit 0 within a second of its last frame (its last -progress
+	# write).
+	ip netns exec "$ns_b" timeout 30 ffmpeg -nostdin -loglevel error -re \
+		-f lavfi -i testsrc=size=160x120:rate=25 -t 20 -c:v mpeg2video \
+		-f mpegts "udp://239.9.9.9:5004?pkt_size=1316&localaddr=10.79.5.2&ttl=2" \
+		>"$tmp/ffmpeg.tx" 2>&1 &
+	srv=$!
+	rc=0
+	ip netns exec "$ns_a" timeout 15 "${run[@]}" --provider packet \
+		--dev "$if_a" --stats ffmpeg -nostdin -loglevel error \
+		-analyzeduration 1000000 \
+		-i "udp://239.9.9.9:5004?localaddr=10.79.5.1" -t 2 \
+		-progress "$tmp/ffmpeg.progress" -f null - >"$tmp/ffmpeg.rx" 2>&1 ||
+		rc=$?
+	end=$(date +%s%N)
+	kill "$srv" 2>/dev/null
+	wait "$srv" 2>/dev/null
+	srv=
+	last=$(stat -c %.9Y "$tmp/ffmpeg.progress" 2>/dev/null | tr -d .)
+	g=$(sed -n 's/.*udp 239\.9\.9\.9:5004 .*: rx \([0-9]*\) datagrams.*via qpsock/\1/p' \
+		"$tmp/ffmpeg.rx")
+	ms=$(( (end - ${last:-0}) / 1000000 ))
+	echo "ffmpeg: exit $rc, ${ms} ms after its last frame, qpsock rx '$g' datagrams"
+	[[ $rc -eq 0 ]] || { cat "$tmp/ffmpeg.rx"; fail "ffmpeg exited $rc"; }
+	grep -q '^progress=end' "$tmp/ffmpeg.progress" ||
+		fail "ffmpeg: no end of progress"
+	[[ $ms -le 1000 ]] || fail "ffmpeg: exited ${ms} ms after its last frame"
+	[[ "${g:-0}" -ge 20 ]] || { cat "$tmp/ffmpeg.rx"; fail "ffmpeg: qpsock rx '$g'"; }
 	;;
 fork)
 	# $calls is test_preload_fork here: the client on the kernel, the
