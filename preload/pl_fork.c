@@ -315,9 +315,7 @@ static void options_to_ep(struct pl_sock *s, struct qps_ep *ep)
 		v = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
 		qps_setopt(ep, tmo[i][1], &v, sizeof(v));
 	}
-	v = s->rcvbuf / 2048 > 0 ? s->rcvbuf / 2048 : 1;
-	if (s->rcvbuf)
-		qps_setopt(ep, QPS_OPT_RCVBUF, &v, sizeof(v));
+	(void)pl_rcvbuf_apply(ep, s->rcvbuf);
 	v = s->pktinfo || s->ts || s->tsns;
 	qps_setopt(ep, QPS_OPT_PKTINFO, &v, sizeof(v));
 }

@@ -16,10 +16,22 @@
 
 #include "preload.h"
 
-/* What one datagram costs a kernel receive buffer, roughly: SO_RCVBUF
- * bytes become a receive queue of this many datagrams fewer. */
-#define PL_RCVBUF_TRUESIZE 2048
 #define PL_RCVBUF_MIN 2304	/* the kernel's floor (SOCK_MIN_RCVBUF) */
+
+/* The endpoint's queue is bounded by SO_RCVBUF's bytes, counted per
+ * datagram as QPS_RX_TRUESIZE, not by a number of datagrams. */
+int pl_rcvbuf_apply(struct qps_ep *ep, int rcvbuf)
+{
+	int max = QPS_RCVBUF_MAX, ret;
+
+	if (rcvbuf <= 0)
+		return 0;
+	ret = qps_setopt(ep, QPS_OPT_RCVBUF, &max, sizeof(max));
+	if (!ret)
+		ret = qps_setopt(ep, QPS_OPT_RCVBUF_BYTES, &rcvbuf,
+				 sizeof(rcvbuf));
+	return ret;
+}
 
 static int opt_int(const void *val, socklen_t len, int *v)
 {
@@ -61,10 +73,7 @@ static int set_rcvbuf(struct pl_sock *s, const void *val, socklen_t len,
 	s->rcvbuf = 2 * v < PL_RCVBUF_MIN ? PL_RCVBUF_MIN : 2 * v;
 	/* Never passed to the kernel socket: on packet it holds the port
 	 * with the smallest buffer so it never queues anything. */
-	v = s->rcvbuf / PL_RCVBUF_TRUESIZE;
-	if (v < 1)
-		v = 1;
-	return qps_setopt(s->ep, QPS_OPT_RCVBUF, &v, sizeof(v));
+	return pl_rcvbuf_apply(s->ep, s->rcvbuf);
 }
 
 static int tv_ms(const void *val, socklen_t len, int *ms)

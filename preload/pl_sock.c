@@ -210,6 +210,8 @@ static void sock_offload(int fd, int type)
 		s->rcvbuf = 0;
 	ret = qps_ep_create(ctx, QPS_EP_DGRAM, &s->ep);
 	if (!ret)
+		ret = pl_rcvbuf_apply(s->ep, s->rcvbuf);
+	if (!ret)
 		ret = qps_ep_adopt_fd(s->ep, s->kfd);
 	if (!ret)
 		ret = pl_sock_host_rx(s->ep);

@@ -329,6 +329,9 @@ bool pl_sig_restart(void);
 void pl_epset_close(int epfd);
 void pl_epset_close_range(unsigned int first, unsigned int last);
 void pl_epoll_atfork_child(void);
+/* pl_opts.c: SO_RCVBUF's bytes (as getsockopt reads them) onto @ep's
+ * queue. */
+int pl_rcvbuf_apply(struct qps_ep *ep, int rcvbuf);
 /* pl_epoll.c: @fd's socket @id fell back; its epoll entries follow. */
 void pl_epoll_fell(int fd, uint64_t id);
 

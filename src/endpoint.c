@@ -711,6 +711,7 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_PKTINFO:
 	case QPS_OPT_TIMESTAMP:
 	case QPS_OPT_HOST_RX:
+	case QPS_OPT_RCVBUF_BYTES:
 		break;
 	default:	/* includes the read-only QPS_OPT_ERROR, _RXQ_LEN */
 		return -ENOPROTOOPT;
@@ -726,10 +727,17 @@ int qps_setopt(struct qps_ep *ep, int opt, const void *val, socklen_t len)
 	case QPS_OPT_RCVBUF:
 		if (v < 1)
 			return -EINVAL;
-		/* Clamped like SO_RCVBUF: the ring was sized at creation. */
+		/* Clamped like SO_RCVBUF; the queue grows to it as needed. */
 		qps_mutex_lock(&ep->ctx->rx.lock);
-		ep->rcvbuf = (uint32_t)v > ep->rxq_cap ? ep->rxq_cap : (uint32_t)v;
+		ep->rcvbuf = v > QPS_RCVBUF_MAX ? QPS_RCVBUF_MAX : (uint32_t)v;
 		ep->sb->rcvbuf = ep->rcvbuf;
+		qps_mutex_unlock(&ep->ctx->rx.lock);
+		break;
+	case QPS_OPT_RCVBUF_BYTES:
+		if (v < 0)
+			return -EINVAL;
+		qps_mutex_lock(&ep->ctx->rx.lock);
+		ep->rcvbuf_bytes = (uint64_t)v;
 		qps_mutex_unlock(&ep->ctx->rx.lock);
 		break;
 	case QPS_OPT_REUSEADDR:
@@ -851,6 +859,9 @@ int qps_getopt(struct qps_ep *ep, int opt, void *val, socklen_t *len)
 		break;
 	case QPS_OPT_HOST_RX:
 		v = ep->host_rx;
+		break;
+	case QPS_OPT_RCVBUF_BYTES:
+		v = (int)ep->rcvbuf_bytes;
 		break;
 	case QPS_OPT_ERROR:
 		v = ep->error;

@@ -102,9 +102,12 @@ struct qps_ep {
 	/* Receive queue; ring of rxq_cap, guarded by ctx->rx.lock, as are
 	 * pktinfo, rxts and the eventfd state. */
 	struct qps_rxd *rxq;
-	uint32_t rxq_cap;
+	uint32_t rxq_cap;	/* grows up to rcvbuf when it is larger */
 	uint32_t rxq_head;	/* next to pop */
 	uint32_t rxq_count;
+	uint32_t rxq_ring;	/* of them, in the device's receive buffers */
+	uint64_t rxq_bytes;	/* QPS_RX_TRUESIZE of each */
+	uint64_t rcvbuf_bytes;	/* QPS_OPT_RCVBUF_BYTES; 0 = none */
 	uint64_t *rxts;		/* receive times, allocated by PKTINFO or
 				 * QPS_OPT_TIMESTAMP */
 	uint32_t ts_flags;	/* QPS_OPT_TIMESTAMP */

@@ -422,6 +422,58 @@ static void qps_rxq_stamp_locked(struct qps_ep *ep, uint32_t pos,
  * endpoint with QPS_OPT_PKTINFO, and the clock read at most once per
  * datagram (*@ts, 0 until then). Returns whether it was queued.
  */
+/* Double @ep's queue (and its stamps), oldest first from 0. */
+static int qps_rxq_grow_locked(struct qps_ep *ep)
+{
+	uint32_t cap = ep->rxq_cap * 2, i, at;
+	struct qps_rxd *q;
+	uint64_t *ts = NULL;
+
+	if (cap > QPS_RCVBUF_MAX)
+		cap = QPS_RCVBUF_MAX;
+	q = malloc((size_t)cap * sizeof(*q));
+	if (q && ep->rxts && !(ts = calloc(cap, sizeof(*ts)))) {
+		free(q);
+		q = NULL;
+	}
+	if (!q)
+		return -ENOMEM;
+	for (i = 0, at = ep->rxq_head; i < ep->rxq_count; i++) {
+		q[i] = ep->rxq[at];
+		if (ts)
+			ts[i] = ep->rxts[at];
+		if (++at == ep->rxq_cap)
+			at = 0;
+	}
+	free(ep->rxq);
+	ep->rxq = q;
+	if (ts) {
+		free(ep->rxts);
+		ep->rxts = ts;
+	}
+	ep->rxq_cap = cap;
+	ep->rxq_head = 0;
+	return 0;
+}
+
+/*
+ * A queue deeper than half the device's receive buffers would take them
+ * from the device (and the context's other endpoints): past that, the
+ * datagram is copied out, as a kernel socket's queue holds copies, and
+ * its buffer goes back at once. UINT32_MAX when there is no memory.
+ */
+static uint32_t qps_rxq_copy_locked(struct qps_ctx *ctx,
+				    const struct qps_frame_info *fi)
+{
+	uint8_t *data = malloc(fi->payload_len ? fi->payload_len : 1);
+
+	if (!data)
+		return UINT32_MAX;
+	memcpy(data, fi->payload, fi->payload_len);
+	/* qps_rx_big_add frees @data when it finds no slot. */
+	return qps_rx_big_add(ctx, data);
+}
+
 bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 			 const struct qps_frame_info *fi, uint64_t *ts)
 {
@@ -429,12 +481,22 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 	struct qps_stats *st = ctx->st;
 	struct qps_stat_ep *sb = ep->sb;
 	uint32_t n = ep->rxq_count, pos;
+	const uint8_t *at = fi->payload;
 	struct qps_rxd *d;
 
-	if (n >= ep->rcvbuf) {
-		st->rx_queue_full++;
-		sb->rx_queue_full++;
-		return false;
+	/* As the kernel: a datagram is refused once the queue is over its
+	 * byte budget, so the last one in may overshoot it. */
+	if (n >= ep->rcvbuf ||
+	    (ep->rcvbuf_bytes && ep->rxq_bytes > ep->rcvbuf_bytes) ||
+	    (n == ep->rxq_cap && qps_rxq_grow_locked(ep) < 0))
+		goto full;
+	if (buf < ctx->rx.depth && ep->rxq_ring >= ctx->rx.depth / 2) {
+		buf = qps_rxq_copy_locked(ctx, fi);
+		if (buf == UINT32_MAX)
+			goto full;
+		at = qps_rx_buf_addr(ctx, buf);
+	} else {
+		qps_rx_buf_get_locked(ctx, buf);
 	}
 	/* rxq_head < rxq_cap and n < rxq_cap: one wrap at most. */
 	pos = ep->rxq_head + n;
@@ -443,14 +505,15 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 	d = &ep->rxq[pos];
 	*d = (struct qps_rxd){
 		.buf = buf,
-		.off = (uint16_t)(fi->payload - qps_rx_buf_addr(ctx, buf)),
+		.off = (uint16_t)(at - qps_rx_buf_addr(ctx, buf)),
 		.len = (uint16_t)fi->payload_len,
 		.saddr = fi->hdr.saddr,
 		.sport = fi->hdr.sport,
 	};
 	if (ep->rxts && (ep->pktinfo || (ep->ts_flags & QPS_TS_RX_MASK)))
 		qps_rxq_stamp_locked(ep, pos, d, ts);
-	qps_rx_buf_get_locked(ctx, buf);
+	ep->rxq_ring += buf < ctx->rx.depth;
+	ep->rxq_bytes += QPS_RX_TRUESIZE(fi->payload_len);
 	st->rx_packets++;
 	st->rx_bytes += fi->payload_len;
 	sb->rx_packets++;
@@ -462,6 +525,21 @@ bool qps_rxq_push_locked(struct qps_ep *ep, uint32_t buf,
 	if (n > sb->rxq_hwm)
 		sb->rxq_hwm = n;
 	return true;
+full:
+	st->rx_queue_full++;
+	sb->rx_queue_full++;
+	return false;
+}
+
+/* Take the datagram at the head off @ep's queue; its buffer reference
+ * is the caller's. */
+static void qps_rxq_unlink_locked(struct qps_ep *ep, const struct qps_rxd *d)
+{
+	if (++ep->rxq_head == ep->rxq_cap)
+		ep->rxq_head = 0;
+	ep->rxq_count--;
+	ep->rxq_ring -= d->buf < ep->ctx->rx.depth;
+	ep->rxq_bytes -= QPS_RX_TRUESIZE(d->len);
 }
 
 /* A completion of the batch being handled. */
@@ -782,10 +860,10 @@ void qps_rxq_drain_locked(struct qps_ep *ep)
 	struct qps_ctx *ctx = ep->ctx;
 
 	while (ep->rxq_count) {
-		qps_rx_buf_put_locked(ctx, ep->rxq[ep->rxq_head].buf);
-		if (++ep->rxq_head == ep->rxq_cap)
-			ep->rxq_head = 0;
-		ep->rxq_count--;
+		struct qps_rxd d = ep->rxq[ep->rxq_head];
+
+		qps_rxq_unlink_locked(ep, &d);
+		qps_rx_buf_put_locked(ctx, d.buf);
 	}
 	qps_rx_repost_flush(ctx);
 	qps_ep_unsignal(ep);
@@ -885,8 +963,8 @@ static ssize_t qps_rxq_pop_locked(struct qps_ep *ep, int flags,
 			ctx->st->rx_truncated++;
 			ep->sb->rx_truncated++;
 		}
-		ep->rxq_head = pos + 1 < ep->rxq_cap ? pos + 1 : 0;
-		ep->sb->rxq_depth = --ep->rxq_count;
+		qps_rxq_unlink_locked(ep, &d);
+		ep->sb->rxq_depth = ep->rxq_count;
 		qps_rx_buf_put_locked(ctx, d.buf);
 		if (!ep->rxq_count) {
 			qps_ep_unsignal(ep);

@@ -1831,6 +1831,93 @@ static void test_rcvbuf(void)
 	t_suite_end();
 }
 
+/* Received datagrams of @ctx so far: queued, refused by a full queue or
+ * dropped by the device. */
+static uint64_t rx_handled(struct qps_ctx *ctx)
+{
+	struct qps_stats st = stats_of(ctx);
+
+	return st.rx_packets + st.rx_queue_full + st.dev_rx_drops;
+}
+
+/*
+ * QPS_OPT_RCVBUF_BYTES: the queue holds what its bytes allow, well past
+ * the device's 256 receive buffers (the deep part in copies, so the
+ * device and the context's other endpoints keep theirs), one datagram
+ * over the budget as the kernel admits it, and then refuses.
+ */
+static void test_rcvbuf_bytes(void)
+{
+	const unsigned int depth = 256, len = 100, n = 3 * depth;
+	const int bytes = (int)(n * QPS_RX_TRUESIZE(len));
+	char wire[64];
+	struct qps_ctx *a, *b;
+	struct qps_ep *tx, *rx, *other;
+	struct qps_stats b0, b1;
+	uint8_t out[128], in[2048];
+	unsigned int i, sent = 0, got = 0;
+	uint64_t want;
+	ssize_t r;
+
+	t_suite_begin();
+	t_wire_name(wire, sizeof(wire), "ep-rcvbytes");
+	a = t_suite_ctx(wire, IP_A);
+	b = t_suite_ctx(wire, IP_B);
+	tx = mkep(a, IP_A, 4100);
+	rx = mkep(b, IP_B, 5100);
+	other = mkep(b, IP_B, 5101);
+	set_int(rx, QPS_OPT_RCVBUF, QPS_RCVBUF_MAX + 1);
+	EQ(get_int(rx, QPS_OPT_RCVBUF), QPS_RCVBUF_MAX);
+	EQ(get_int(rx, QPS_OPT_RCVBUF_BYTES), 0);
+	set_int(rx, QPS_OPT_RCVBUF_BYTES, bytes);
+	EQ(get_int(rx, QPS_OPT_RCVBUF_BYTES), bytes);
+	EQ(qps_setopt(rx, QPS_OPT_RCVBUF_BYTES, &(int){ -1 }, sizeof(int)),
+	   -EINVAL);
+	b0 = stats_of(b);
+
+	/* A quarter of the ring at a time, each handled before the next:
+	 * the device never runs short on its own. */
+	while (sent < n + 16) {
+		for (i = 0; i < depth / 4 && sent < n + 16; i++, sent++) {
+			fill(out, len, sent);
+			EQ(send_to(tx, out, len, 0, IP_B, 5100), (ssize_t)len);
+		}
+		progress_idle(a);
+		want = rx_handled(b) - (b0.rx_packets + b0.rx_queue_full +
+					b0.dev_rx_drops);
+		for (i = 0; i < 400 && want < sent; i++) {
+			qps_ctx_progress(b);
+			want = rx_handled(b) - (b0.rx_packets +
+						b0.rx_queue_full +
+						b0.dev_rx_drops);
+			if (want < sent)
+				usleep(1000);
+		}
+		EQ(want, sent);
+	}
+	b1 = stats_of(b);
+	EQ(b1.dev_rx_drops - b0.dev_rx_drops, 0);
+	EQ(get_int(rx, QPS_OPT_RXQ_LEN), n + 1);
+	EQ(b1.rx_queue_full - b0.rx_queue_full, sent - (n + 1));
+
+	/* The device still has buffers for the context's other endpoints. */
+	EQ(send_to(tx, "other", 5, 0, IP_B, 5101), 5);
+	EQ(qps_recv(other, in, sizeof(in), 0), 5);
+
+	while ((r = qps_recv(rx, in, sizeof(in), QPS_MSG_DONTWAIT)) >= 0) {
+		EQ(r, (ssize_t)len);
+		fill(out, len, got);
+		CU_ASSERT(memcmp(in, out, len) == 0);
+		got++;
+	}
+	EQ(r, -EAGAIN);
+	EQ(got, n + 1);
+	/* Drained: the whole budget again. */
+	EQ(send_to(tx, "again", 5, 0, IP_B, 5100), 5);
+	EQ(qps_recv(rx, in, sizeof(in), 0), 5);
+	t_suite_end();
+}
+
 /* QPS_OPT_HOST_RX: the adopted socket receives what reaches the host
  * elsewhere (here loopback), into the endpoint's queue and readiness. */
 static void test_host_rx(void)
@@ -1970,6 +2057,7 @@ static CU_TestInfo tests[] = {
 	{ "unreachable destinations", test_unreachable },
 	{ "stats", test_stats },
 	{ "RCVBUF limit and drop accounting", test_rcvbuf },
+	{ "RCVBUF_BYTES: a queue deeper than the ring", test_rcvbuf_bytes },
 	{ "qps_ep_requeue", test_requeue },
 	{ "QPS_OPT_HOST_RX: the host's other interfaces", test_host_rx },
 	CU_TEST_INFO_NULL,

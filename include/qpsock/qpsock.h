@@ -482,7 +482,8 @@ ssize_t qps_recvfrom(struct qps_ep *ep, void *buf, size_t len, int flags,
  * boolean socket options do. */
 enum qps_opt {
 	QPS_OPT_NONBLOCK = 1,	/* 0/1: calls never wait */
-	QPS_OPT_RCVBUF,		/* max datagrams queued for qps_recv */
+	QPS_OPT_RCVBUF,		/* max datagrams queued for qps_recv, up to
+				 * QPS_RCVBUF_MAX */
 	QPS_OPT_REUSEADDR,	/* 0/1: share a bound port */
 	QPS_OPT_PRIORITY,	/* 0..15, as SO_PRIORITY */
 	QPS_OPT_RCVTIMEO,	/* blocking receive timeout, ms; 0 = forever */
@@ -499,7 +500,17 @@ enum qps_opt {
 	QPS_OPT_TIMESTAMP,	/* QPS_TS_* flags, as SO_TIMESTAMPING (0) */
 	QPS_OPT_HOST_RX,	/* 0/1, before bind: the adopted socket also
 				 * receives what reaches the host elsewhere */
+	QPS_OPT_RCVBUF_BYTES,	/* bytes queued for qps_recv, counted as
+				 * QPS_RX_TRUESIZE; 0 = no byte bound (0) */
 };
+
+/* The most datagrams QPS_OPT_RCVBUF may ask for. */
+#define QPS_RCVBUF_MAX 65536
+/* What a queued datagram of @len payload bytes counts against
+ * QPS_OPT_RCVBUF_BYTES: its frame in 64-byte units plus the bookkeeping a
+ * kernel socket buffer charges, so that SO_RCVBUF's bytes mean about as
+ * many datagrams as on the kernel. */
+#define QPS_RX_TRUESIZE(len) ((((size_t)(len) + 42 + 63) & ~(size_t)63) + 576)
 
 /* QPS_OPT_TIMESTAMP flags, as SOF_TIMESTAMPING_*: which times to keep. */
 #define QPS_TS_RX_SOFTWARE 0x1	/* receive: the host's time on arrival */

@@ -99,7 +99,7 @@ static int pick_opt(struct fuzz_in *in)
 {
 	uint8_t k = fuzz_u8(in);
 
-	return k & 0x80 ? (int)fuzz_u32(in) : (int)(k % 19) - 1;
+	return k & 0x80 ? (int)fuzz_u32(in) : (int)(k % 21) - 1;
 }
 
 static int pick_int(struct fuzz_in *in)
@@ -194,8 +194,8 @@ static void check_readback(struct qps_ep *ep, int opt, int v)
 	case QPS_OPT_HOST_RX:
 		FUZZ_CHECK(*got == (v != 0));
 		break;
-	case QPS_OPT_RCVBUF:	/* clamped to the queue, like SO_RCVBUF */
-		FUZZ_CHECK(*got >= 1 && *got <= v);
+	case QPS_OPT_RCVBUF:	/* clamped, like SO_RCVBUF */
+		FUZZ_CHECK(*got >= 1 && *got <= v && *got <= QPS_RCVBUF_MAX);
 		break;
 	case QPS_OPT_TTL:	/* -1: the default, as IP_TTL */
 		FUZZ_CHECK(*got == (v == -1 ? 64 : v));
@@ -234,7 +234,7 @@ static void op_setopt(struct fuzz_in *in)
 		FUZZ_CHECK((opt >= QPS_OPT_NONBLOCK &&
 			    opt <= QPS_OPT_PKTINFO) ||
 			   (opt >= QPS_OPT_REUSEPORT &&
-			    opt <= QPS_OPT_HOST_RX));
+			    opt <= QPS_OPT_RCVBUF_BYTES));
 		check_readback(ep, opt, v);
 	} else {
 		FUZZ_CHECK(r == -ENOPROTOOPT || r == -EINVAL ||
