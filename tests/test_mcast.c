@@ -349,6 +349,15 @@ static void test_above_mtu(void)
 	r2 = t_mkep(b, "0.0.0.0", PORT_G + 1, 0);	/* bound, not joined */
 	EQ(t_join(r, GRP1, NULL), 0);
 
+	if (!(b->info.caps & QPS_DEV_CAP_MC_GROUP_RULE)) {
+		/* verbs: the first fragments alone arrive (docs/verbs.md). */
+		big_send(tx, GRP1, PORT_G, 1);
+		qps_ctx_progress(b);
+		EQ(t_ctx_stats(b).rx_reasm_ok, 0);
+		EQ(qps_recv(r, got, sizeof(got), 0), -EAGAIN);
+		t_suite_end();
+		return;
+	}
 	big_send(tx, GRP1, PORT_G, 1);
 	T_WAIT_STAT(b, rx_reasm_ok, N_BIG);
 	for (i = 0; i < N_BIG; i++) {
@@ -727,6 +736,7 @@ static int xp_child(const char *wire, int wfd, int rfd)
 	struct qps_stats st;
 	struct t_pkt p;
 	int got = 0, bad = 0, rc = 0;
+	uint64_t other;
 	int64_t end;
 	ssize_t r;
 
@@ -767,10 +777,12 @@ static int xp_child(const char *wire, int wfd, int rfd)
 	if (!rc && (got != XP_N || bad))
 		rc = 15;
 	/* GRP1:PORT_G datagrams were delivered; GRP2's rule on its address
-	 * (for fragments) brought its other port too, dropped as no
-	 * endpoint's; nothing else was demultiplexed here. */
-	if (!rc && (st.rx_bad[QPS_RX_OK] != 2 * XP_N ||
-		    st.rx_no_endpoint != XP_N))
+	 * (for fragments), where the device takes one, brought its other
+	 * port too, dropped as no endpoint's; nothing else was
+	 * demultiplexed here. */
+	other = (ctx->info.caps & QPS_DEV_CAP_MC_GROUP_RULE) ? XP_N : 0;
+	if (!rc && (st.rx_bad[QPS_RX_OK] != XP_N + other ||
+		    st.rx_no_endpoint != other))
 		rc = 16;
 	if (!rc && st.rx_demux_early != XP_N)
 		rc = 17;
