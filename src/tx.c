@@ -1001,6 +1001,9 @@ qps_tx_one_frags(struct qps_ep *ep, struct qps_tx_run *r,
 		memcpy(h.dst_mac, mac, 6);
 	}
 	qps_tx_hdr_locked(ep, sq, to, &h);
+	/* The ID reassembly keys on: not guessable off the path (RFC 7739),
+	 * so no one can plant fragments into the datagram. */
+	h.ip_id = htons(qps_ipfrag_id(&ctx->rx.frag, h.daddr, ntohs(h.ip_id)));
 	return qps_tx_frags(ep, r, &h, buf, len, hash, !peer, prio, dontwait,
 			    more);
 }

@@ -23,7 +23,7 @@
 #define MS 1000000ull
 #define T_TIME (30000 * MS)
 #define T_MEM (4u << 20)
-#define NF_MAX 64
+#define NF_MAX 160
 #define FRAME_MAX 1600
 
 /* One datagram cut into fragments, as a sender would put them on the
@@ -37,6 +37,7 @@ struct t_dgram {
 };
 
 static struct t_dgram dg;
+static const char *t_dst = "10.1.0.2";	/* the datagrams' destination */
 
 static void t_hdr(struct qps_frame_hdr *h, uint16_t id)
 {
@@ -47,7 +48,7 @@ static void t_hdr(struct qps_frame_hdr *h, uint16_t id)
 	memcpy(h->src_mac, smac, 6);
 	memcpy(h->dst_mac, dmac, 6);
 	h->saddr = t_ip4("10.1.0.1");
-	h->daddr = t_ip4("10.1.0.2");
+	h->daddr = t_ip4(t_dst);
 	h->sport = htons(1111);
 	h->dport = htons(2222);
 	h->ip_id = htons(id);
@@ -69,7 +70,7 @@ static void t_cut(size_t len, size_t unit, uint16_t id, unsigned int seed)
 	qps_udp_hdr_build(whole, &h, len, qps_csum_partial(dg.payload, len, 0));
 	memcpy(whole + QPS_UDP_HLEN, dg.payload, len);
 	dg.n = 0;
-	for (off = 0; off < total; off += unit) {
+	for (off = 0; off < total && dg.n < NF_MAX; off += unit) {
 		size_t n = total - off < unit ? total - off : unit;
 		uint8_t *f = dg.frame[dg.n];
 
@@ -320,7 +321,7 @@ static void test_mem_cap(void)
 	struct qps_stats st;
 	struct t_out o = { 0 };
 	const uint64_t cap = 64 * 1024;
-	unsigned int id;
+	unsigned int id, held;
 
 	t_setup(&f, &st, cap);
 	/* First fragments of distinct datagrams: each is held until the cap
@@ -333,8 +334,14 @@ static void test_mem_cap(void)
 	GE(st.rx_reasm_mem, 900);
 	EQ(st.rx_reasm_mem + f.nq, 1000);
 	EQ(st.rx_reasm_bytes, f.mem);
-	/* A datagram whose next fragment does not fit is dropped whole. */
+	/* A datagram whose next fragment does not fit is dropped whole.
+	 * Expiry frees a bounded batch per call, the rest at the next. */
+	held = f.nq;
+	GE(held, QPS_IPFRAG_EXPIRE_BATCH + 1);
 	qps_ipfrag_expire(&f, &st, T_TIME);
+	EQ(f.nq, held - QPS_IPFRAG_EXPIRE_BATCH);
+	for (id = 0; id < 1000 && f.nq; id++)
+		qps_ipfrag_expire(&f, &st, T_TIME);
 	EQ(f.mem, 0);
 	EQ(st.rx_reasm_timeout, 1000 - st.rx_reasm_mem);
 
@@ -347,6 +354,95 @@ static void test_mem_cap(void)
 	t_feed(&f, &st, 2, 0, &o);
 	EQ(st.rx_reasm_mem, 3);
 	EQ(o.got, 0);
+	qps_ipfrag_fini(&f);
+}
+
+/*
+ * What a hostile sender chooses: datagrams that share a bucket (found
+ * with the context's own key, which an attacker does not have), one
+ * datagram in more fragments than any MTU needs, and first fragments to
+ * a group that never complete. Each is bounded, and a unicast datagram
+ * still completes after each.
+ */
+static void test_hostile(void)
+{
+	struct qps_ipfrag f, g;
+	struct qps_stats st;
+	struct t_out o = { 0 };
+	uint32_t s = t_ip4("10.1.0.1"), d = t_ip4("10.1.0.2"), b;
+	unsigned int id, n = 0, i, same = 0;
+	uint16_t ids[40];
+
+	t_setup(&f, &st, T_MEM);
+	/* IDs as the header carries them: network order. */
+	b = qps_ipfrag_bucket(&f, s, d, 0);
+	for (id = 0; id < 65536 && n < 40; id++)
+		if (qps_ipfrag_bucket(&f, s, d, htons((uint16_t)id)) == b)
+			ids[n++] = (uint16_t)id;
+	EQ_FATAL(n, 40);
+	for (i = 0; i < n; i++) {
+		t_cut(3000, 1480, ids[i], i);
+		t_feed(&f, &st, 0, 0, &o);
+		LE(f.chain[b], QPS_IPFRAG_CHAIN);
+	}
+	EQ(f.chain[b], QPS_IPFRAG_CHAIN);
+	EQ(st.rx_reasm_mem, n - QPS_IPFRAG_CHAIN);
+	/* The newest of the bucket completes. */
+	t_feed(&f, &st, 1, 0, &o);
+	t_feed(&f, &st, 2, 0, &o);
+	EQ(o.got, 1);
+	CU_ASSERT(o.ok);
+	/* Another context's key puts the same datagrams elsewhere, and
+	 * numbers its fragmented datagrams from elsewhere: per destination
+	 * a sequence, at an offset only the context knows (RFC 7739). */
+	t_setup(&g, &st, T_MEM);
+	for (i = 0; i < 16; i++)
+		same += qps_ipfrag_bucket(&g, s, d, htons(ids[i])) == b;
+	CU_ASSERT(same < 16);
+	EQ((uint16_t)(qps_ipfrag_id(&f, d, 8) - qps_ipfrag_id(&f, d, 7)), 1);
+	for (i = 0, same = 0; i < 16; i++)
+		same += qps_ipfrag_id(&f, d + i + 1, 7) ==
+			(uint16_t)(qps_ipfrag_id(&f, d, 7));
+	LE(same, 1);
+	CU_ASSERT(qps_ipfrag_id(&f, d, 7) != qps_ipfrag_id(&g, d, 7) ||
+		  qps_ipfrag_id(&f, s, 7) != qps_ipfrag_id(&g, s, 7));
+	qps_ipfrag_fini(&g);
+	qps_ipfrag_fini(&f);
+
+	/* 128 fragments of 8 bytes complete; 129 are refused at the 129th. */
+	t_setup(&f, &st, T_MEM);
+	o = (struct t_out){ 0 };
+	t_cut(QPS_IPFRAG_MAX_FRAGS * 8 - 8, 8, 7, 7);
+	EQ_FATAL(dg.n, QPS_IPFRAG_MAX_FRAGS);
+	for (i = 0; i < dg.n; i++)
+		t_feed(&f, &st, i, 0, &o);
+	EQ(o.got, 1);
+	CU_ASSERT(o.ok);
+	t_cut(QPS_IPFRAG_MAX_FRAGS * 8, 8, 8, 8);
+	EQ_FATAL(dg.n, QPS_IPFRAG_MAX_FRAGS + 1);
+	for (i = 0; i < dg.n; i++)
+		t_feed(&f, &st, i, 0, &o);
+	EQ(o.got, 1);
+	EQ(st.rx_reasm_bad, 1);
+	EQ(f.nq, 0);
+	qps_ipfrag_fini(&f);
+
+	/* A group's first fragments take half the memory at most. */
+	t_setup(&f, &st, 64 * 1024);
+	o = (struct t_out){ 0 };
+	t_dst = "239.1.1.1";
+	for (id = 0; id < 200; id++) {
+		t_cut(3000, 1480, (uint16_t)id, id);
+		t_feed(&f, &st, 0, 0, &o);
+		LE(f.mem_group, 32 * 1024);
+	}
+	GE(st.rx_reasm_mem, 150);
+	t_dst = "10.1.0.2";
+	t_cut(3000, 1480, 9, 9);
+	for (i = 0; i < dg.n; i++)
+		t_feed(&f, &st, i, 0, &o);
+	EQ(o.got, 1);
+	CU_ASSERT(o.ok);
 	qps_ipfrag_fini(&f);
 }
 
@@ -497,6 +593,8 @@ static CU_TestInfo tests[] = {
 	{ "holes time out", test_timeout },
 	{ "malformed fragments", test_malformed },
 	{ "memory cap", test_mem_cap },
+	{ "hostile: shared buckets, many fragments, group floods",
+	  test_hostile },
 	{ "random fragments", test_random },
 	{ "emu: 1473 to 65507 bytes", test_emu_sizes },
 	{ "QPS_CTX_ATTR_IPFRAG limits", test_attr },
