@@ -24,6 +24,7 @@
 
 #include "qps_int.h"
 #include "stat_fields.h"
+#include "stat_proc.h"
 #include "stat_read.h"
 #include "t_util.h"
 
@@ -73,9 +74,10 @@ static void test_lifetime(void)
 	CU_ASSERT_STRING_EQUAL(s.h.provider, "emu");
 	CU_ASSERT_STRING_EQUAL(s.h.dev, g_wire);
 	T_EQ(s.h.addr, t_ip4("198.18.0.1"));
-	T_EQ(sr_alive(s.pid, s.h.start_ticks), 1);
+	T_EQ(sr_proc_state(s.pid, s.h.start_ticks), SR_PROC_ALIVE);
 	/* The same pid with another start time is another process. */
-	T_EQ(sr_alive(s.pid, s.h.start_ticks + 1), 0);
+	T_EQ(sr_proc_state(s.pid, s.h.start_ticks + 1), SR_PROC_GONE);
+	CU_ASSERT(!s.other_ns);
 	sr_close(&s);
 	t_suite_end();
 	T_EQ(my_segments(), before);
