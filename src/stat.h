@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "stat_shm.h"
 
@@ -36,6 +37,11 @@ struct qps_stat {
 	bool running;
 	bool stop;
 };
+
+/* A new file for context @id's segment of @size bytes, mapped in
+ * s->base, its name in s->name; -errno when there is none to be had. */
+int qps_stat_file_create(struct qps_stat *s, uint32_t id, size_t size,
+			 mode_t mode);
 
 /* After the device is open and nsq, max_ep are known: the segment, and
  * ctx->st, the send queues' and the endpoints' blocks in it. */

@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
  * The stats segment of a context: created in /dev/shm as
- * qpsock-stat.<pid>.<n> (n counts the process's contexts) unless the
- * context opts out (QPS_CTX_ATTR_STATS, or QPS_STATS=0 in the
- * environment), else the same layout in private memory, so the counters'
- * writers never ask which. The counter blocks live in it (stat_shm.h);
+ * qpsock-stat.<pid>.<n> (n counts the process's contexts; stat_file.c
+ * makes the file) unless the context opts out (QPS_CTX_ATTR_STATS, or
+ * QPS_STATS=0 in the environment) or cannot have one, else the same
+ * layout in private memory, so the counters' writers never ask which.
+ * The counter blocks live in it (stat_shm.h);
  * one thread per published context refreshes the snapshot block, the
  * counters other modules keep in their own atomics, every
  * QPS_STAT_PERIOD_MS. qps_ctx_destroy unlinks the segment, and so does
  * exit() for the contexts still open then; a segment whose process died
  * otherwise (a signal, _exit) is found and removed by qps_stat.
  */
-#define _GNU_SOURCE	/* pthread_setname_np */
+#define _GNU_SOURCE	/* pthread_setname_np, strerrordesc_np */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +27,10 @@
 #include "proc_start.h"
 #include "stat.h"
 #include "ud.h"
+
+/* A reader refuses a segment with more than it expects. */
+_Static_assert(QPS_MAX_TXQ <= QPS_STAT_MAX_SQ, "send queues of a segment");
+_Static_assert(QPS_MAX_EP <= QPS_STAT_MAX_EP, "endpoint slots of a segment");
 
 static _Atomic uint32_t qps_stat_ctx_next;
 
@@ -95,66 +100,49 @@ static void qps_stat_comm(char *out, size_t len)
 	out[strcspn(out, "\n")] = '\0';
 }
 
-/* Publish unless the attribute says no, else unless QPS_STATS=0. */
-static int qps_stat_wanted(const struct qps_ctx_attr *attr, bool *on)
+/* The segment's mode, 0 for none: the attribute, else QPS_STATS. */
+static int qps_stat_wanted(const struct qps_ctx_attr *attr, mode_t *mode)
 {
+	static const mode_t modes[] = {
+		[QPS_STATS_OFF] = 0,
+		[QPS_STATS_OWNER] = 0600,
+		[QPS_STATS_ALL_USERS] = 0644,
+	};
+	uint32_t v = QPS_STATS_OWNER;
 	const char *env;
 
 	if (attr && (attr->comp_mask & QPS_CTX_ATTR_STATS)) {
-		if (attr->stats > 1)
+		if (attr->stats > QPS_STATS_ALL_USERS)
 			return -EINVAL;
-		*on = attr->stats == 1;
-		return 0;
+		v = attr->stats;
+	} else if ((env = getenv("QPS_STATS")) != NULL) {
+		if (!strcmp(env, "0"))
+			v = QPS_STATS_OFF;
+		else if (!strcmp(env, "2"))
+			v = QPS_STATS_ALL_USERS;
 	}
-	env = getenv("QPS_STATS");
-	*on = !(env && !strcmp(env, "0"));
+	*mode = modes[v];
 	return 0;
 }
 
-/*
- * A new named segment of @size bytes in s->base. 0 also when there is no
- * segment to be had (no /dev/shm, no permission, no space): then s->base
- * stays NULL and the caller falls back to private memory, since the
- * counters work either way; -ENOMEM when the mapping fails, as private
- * memory would.
- */
-static int qps_stat_shm_create(struct qps_stat *s, size_t size)
+/* The PID namespace getpid() is a number in, so that a reader in another
+ * one never takes our pid for one of its own. */
+static void qps_stat_pidns(struct qps_stat_hdr *h)
 {
-	void *p;
-	int fd, tries;
+	struct stat st;
 
-	for (tries = 0; tries < 2; tries++) {
-		fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-			      0644);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-		/* Left by an earlier process with our pid: it is dead. */
-		shm_unlink(s->name);
+	if (stat("/proc/self/ns/pid", &st) == 0) {
+		h->pidns_dev = st.st_dev;
+		h->pidns_ino = st.st_ino;
 	}
-	if (fd < 0)
-		return 0;
-	/* Readable by every local user, as ss shows every socket: umask
-	 * must not make it private. */
-	if (fchmod(fd, 0644) < 0 || ftruncate(fd, (off_t)size) < 0) {
-		close(fd);
-		shm_unlink(s->name);
-		return 0;
-	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED) {
-		shm_unlink(s->name);
-		return -ENOMEM;
-	}
-	s->base = p;
-	return 0;
 }
 
 static void qps_stat_hdr_fill(struct qps_ctx *ctx, struct qps_stat_hdr *h,
 			      uint32_t id)
 {
-	size_t off = qps_stat_align(sizeof(*h));
+	struct qps_stat_geom g;
 
+	qps_stat_geom(ctx->nsq, ctx->ept.max, &g);
 	h->layout = QPS_STAT_LAYOUT;
 	h->hdr_size = sizeof(*h);
 	h->stats_size = sizeof(struct qps_stats);
@@ -166,6 +154,7 @@ static void qps_stat_hdr_fill(struct qps_ctx *ctx, struct qps_stat_hdr *h,
 	h->ctx_id = id;
 	h->start_ticks = qps_proc_start_ticks("/proc/self/stat");
 	h->created_ns = qps_stat_realtime_ns();
+	qps_stat_pidns(h);
 	qps_stat_comm(h->comm, sizeof(h->comm));
 	memcpy(h->provider, ctx->provider, sizeof(h->provider));
 	memcpy(h->dev, ctx->info.name, sizeof(h->dev));
@@ -178,13 +167,10 @@ static void qps_stat_hdr_fill(struct qps_ctx *ctx, struct qps_stat_hdr *h,
 	h->max_ep = ctx->ept.max;
 	h->tx_depth = ctx->tx_depth;
 	h->rx_depth = ctx->rx.depth;
-	h->off_rx = off;
-	off += qps_stat_align(sizeof(struct qps_stats));
-	h->off_snap = off;
-	off += qps_stat_align(sizeof(struct qps_stats));
-	h->off_sq = off;
-	off += (size_t)ctx->nsq * sizeof(struct qps_sq_stats);
-	h->off_ep = off;
+	h->off_rx = g.off_rx;
+	h->off_snap = g.off_snap;
+	h->off_sq = g.off_sq;
+	h->off_ep = g.off_ep;
 }
 
 int qps_stat_open(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
@@ -192,25 +178,25 @@ int qps_stat_open(struct qps_ctx *ctx, const struct qps_ctx_attr *attr)
 	struct qps_stat *s = &ctx->stat;
 	struct qps_stat_hdr *h;
 	uint32_t id, i;
-	bool on;
+	mode_t mode;
 	int ret;
 
-	ret = qps_stat_wanted(attr, &on);
+	ret = qps_stat_wanted(attr, &mode);
 	if (ret < 0)
 		return ret;
 	s->size = qps_stat_size(ctx->nsq, ctx->ept.max);
 	id = atomic_fetch_add_explicit(&qps_stat_ctx_next, 1,
 				       memory_order_relaxed);
-	if (on) {
-		(void)snprintf(s->name, sizeof(s->name), "/%s%d.%u",
-			       QPS_STAT_PREFIX, (int)getpid(), id);
-		ret = qps_stat_shm_create(s, s->size);
+	if (mode) {
+		/* The counters work either way: a segment that cannot be
+		 * had costs qps_stat its view, never the context. */
+		ret = qps_stat_file_create(s, id, s->size, mode);
+		s->shm = ret == 0;
 		if (ret < 0)
-			return ret;
-		s->shm = s->base != NULL;
-		if (!s->shm)
-			qps_log_dbg("stats segment %s not created: counters "
-				    "stay private", s->name);
+			qps_log_err("stats segment %s%s: %s: counters stay "
+				    "private (qps_stat cannot see them)",
+				    QPS_STAT_DIR, s->name,
+				    strerrordesc_np(-ret));
 	}
 	if (!s->base) {
 		s->base = aligned_alloc(QPS_STAT_ALIGN, s->size);

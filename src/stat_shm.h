@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The layout of a context's stats segment (stat.c writes it, tools/qps_stat
- * reads it): /dev/shm/qpsock-stat.<pid>.<ctx>, one per context, or the
- * same layout in private memory when the context does not publish.
+ * The layout of a context's stats segment (stat_seg.c writes it,
+ * tools/qps_stat reads it): /dev/shm/qpsock-stat.<pid>.<ctx>, or
+ * qpsock-stat.<pid>.<ctx>.<tag> when that name was taken (stat_file.c),
+ * one per context, or the same layout in private memory when the context
+ * does not publish.
  *
  *   header | rx block | snapshot block | send queue blocks | endpoint slots
  *
@@ -29,7 +31,8 @@
 #define QPS_STAT_DIR "/dev/shm"
 #define QPS_STAT_PREFIX "qpsock-stat."
 #define QPS_STAT_MAGIC 0x5441545350535150ull	/* "QPSPSTAT" */
-#define QPS_STAT_LAYOUT 1
+/* 2: the writer's PID namespace in the header, owner-only mode. */
+#define QPS_STAT_LAYOUT 2
 /* The library version a segment was written by: major << 16 | minor. */
 #define QPS_STAT_VERSION (QPS_VERSION_MAJOR * 65536u + QPS_VERSION_MINOR)
 #define QPS_STAT_ALIGN 64
@@ -37,6 +40,10 @@
 #define QPS_STAT_EP_GROUPS QPS_EP_STATS_GROUPS
 /* How often the snapshot block is refreshed. */
 #define QPS_STAT_PERIOD_MS 100
+/* The most send queues and endpoint slots a segment has (the library's
+ * QPS_MAX_TXQ and QPS_MAX_EP): a reader refuses more. */
+#define QPS_STAT_MAX_SQ 64u
+#define QPS_STAT_MAX_EP 65536u
 
 /* Why a send queue's doorbell was rung (struct qps_stats tx_flush_*). */
 enum qps_txf {
@@ -133,6 +140,10 @@ struct qps_stat_hdr {
 	uint32_t ctx_id;		/* per process, from 0 */
 	uint64_t start_ticks;		/* /proc/<pid>/stat starttime */
 	uint64_t created_ns;		/* CLOCK_REALTIME */
+	/* st_dev and st_ino of the writer's /proc/self/ns/pid: pid is a
+	 * number in that namespace only (0: unknown). */
+	uint64_t pidns_dev;
+	uint64_t pidns_ino;
 	char comm[16];
 	char provider[16];
 	char dev[QPS_NAME_MAX];
@@ -160,13 +171,38 @@ static inline size_t qps_stat_align(size_t v)
 	return (v + QPS_STAT_ALIGN - 1) & ~(size_t)(QPS_STAT_ALIGN - 1);
 }
 
+/* Where each block of a segment starts, and its size. */
+struct qps_stat_geom {
+	uint64_t off_rx;
+	uint64_t off_snap;
+	uint64_t off_sq;
+	uint64_t off_ep;
+	uint64_t size;
+};
+
+/*
+ * The one layout for @nsq send queues and @max_ep endpoints: the writer
+ * places the blocks by it and a reader accepts a header only when every
+ * offset equals it. Both counts are at most QPS_STAT_MAX_SQ and
+ * QPS_STAT_MAX_EP (a reader checks before it calls), so nothing wraps.
+ */
+static inline void qps_stat_geom(uint32_t nsq, uint32_t max_ep,
+				 struct qps_stat_geom *g)
+{
+	g->off_rx = qps_stat_align(sizeof(struct qps_stat_hdr));
+	g->off_snap = g->off_rx + qps_stat_align(sizeof(struct qps_stats));
+	g->off_sq = g->off_snap + qps_stat_align(sizeof(struct qps_stats));
+	g->off_ep = g->off_sq + (uint64_t)nsq * sizeof(struct qps_sq_stats);
+	g->size = g->off_ep + (uint64_t)max_ep * sizeof(struct qps_stat_ep);
+}
+
 /* Bytes of a segment for @nsq send queues and @max_ep endpoints. */
 static inline size_t qps_stat_size(uint32_t nsq, uint32_t max_ep)
 {
-	return qps_stat_align(sizeof(struct qps_stat_hdr)) +
-	       2 * qps_stat_align(sizeof(struct qps_stats)) +
-	       (size_t)nsq * sizeof(struct qps_sq_stats) +
-	       (size_t)max_ep * sizeof(struct qps_stat_ep);
+	struct qps_stat_geom g;
+
+	qps_stat_geom(nsq, max_ep, &g);
+	return (size_t)g.size;
 }
 
 /* One send queue's counters into the context's totals. */

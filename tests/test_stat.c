@@ -2,19 +2,29 @@
 /*
  * test_stat - the stats segment inside the process: its name and lifetime,
  * the opt-outs, qps_ep_stats, and the segment read as qps_stat reads it
- * (tools/stat_read.c) against qps_ctx_stats. Across processes:
- * test_stat_e2e.sh.
+ * (tools/stat_read.c) against qps_ctx_stats; a segment that cannot be had
+ * (a full /dev/shm, RLIMIT_FSIZE) never ends the process (#36), and its
+ * mode. Across processes: test_stat_e2e.sh; qps_stat against hostile
+ * files: test_stat_reader.c.
  */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <CUnit/Basic.h>
+#include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "qps_int.h"
 #include "stat_fields.h"
+#include "stat_proc.h"
 #include "stat_read.h"
 #include "t_util.h"
 
@@ -40,8 +50,8 @@ static int seg_of(struct qps_ctx *ctx, struct sr_seg *s)
 	memset(s, 0, sizeof(*s));
 	s->pid = (int)getpid();
 	s->ctx_id = ctx->stat.hdr->ctx_id;
-	snprintf(s->name, sizeof(s->name), "%s%d.%u", QPS_STAT_PREFIX,
-		 s->pid, s->ctx_id);
+	/* Its name, which may carry a tag (a taken name). */
+	snprintf(s->name, sizeof(s->name), "%s", ctx->stat.name + 1);
 	return sr_open(s) == SR_OK ? 0 : -1;
 }
 
@@ -64,9 +74,10 @@ static void test_lifetime(void)
 	CU_ASSERT_STRING_EQUAL(s.h.provider, "emu");
 	CU_ASSERT_STRING_EQUAL(s.h.dev, g_wire);
 	T_EQ(s.h.addr, t_ip4("198.18.0.1"));
-	T_EQ(sr_alive(s.pid, s.h.start_ticks), 1);
+	T_EQ(sr_proc_state(s.pid, s.h.start_ticks), SR_PROC_ALIVE);
 	/* The same pid with another start time is another process. */
-	T_EQ(sr_alive(s.pid, s.h.start_ticks + 1), 0);
+	T_EQ(sr_proc_state(s.pid, s.h.start_ticks + 1), SR_PROC_GONE);
+	CU_ASSERT(!s.other_ns);
 	sr_close(&s);
 	t_suite_end();
 	T_EQ(my_segments(), before);
@@ -80,7 +91,7 @@ static void test_opt_out(void)
 	uint64_t before = my_segments();
 
 	a.comp_mask |= QPS_CTX_ATTR_STATS;
-	a.stats = 2;
+	a.stats = 3;
 	T_EQ(qps_ctx_create(&a, &ctx), -EINVAL);
 	CU_ASSERT_PTR_NULL(ctx);
 	/* Private: no file, and the counters still count. */
@@ -310,6 +321,208 @@ static void test_fanout_counts(void)
 	t_suite_end();
 }
 
+/* ---- a segment that cannot be had: the process must not die ---- */
+
+/* Codes a child below exits with; 77 skips. */
+enum { C_OK, C_CREATE_SMALL, C_NOT_PUBLISHED, C_CREATE, C_PUBLISHED,
+       C_TRAFFIC, C_LOG, C_LEFT };
+
+static int null_ctx(uint32_t max_ep, struct qps_ctx **ctx)
+{
+	struct qps_ctx_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_NUM_TXQ;
+	a.provider = "null";
+	a.num_txq = 1;
+	if (max_ep) {
+		a.comp_mask |= QPS_CTX_ATTR_MAX_EP;
+		a.max_ep = max_ep;
+	}
+	return qps_ctx_create(&a, ctx);
+}
+
+/* Lines on stderr since @fd (a memfd that is stderr) was made; the
+ * whole text is copied to @text. */
+static int log_lines(int fd, char *text, size_t len)
+{
+	ssize_t n = pread(fd, text, len - 1, 0);
+	int lines = 0;
+	ssize_t i;
+
+	text[n > 0 ? n : 0] = '\0';
+	for (i = 0; i < n; i++)
+		lines += text[i] == '\n';
+	return lines;
+}
+
+static int my_files(void)
+{
+	char prefix[64];
+	struct dirent *e;
+	DIR *d = opendir(QPS_STAT_DIR);
+	int n = 0;
+
+	snprintf(prefix, sizeof(prefix), "%s%d.", QPS_STAT_PREFIX,
+		 (int)getpid());
+	while (d && (e = readdir(d)) != NULL)
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/*
+ * In a child whose segments cannot get their space (@max_fit endpoints
+ * fit, the default 1024 do not): a small context publishes, a default one
+ * keeps its counters private with one line on stderr, and works.
+ */
+static int no_space_child(void)
+{
+	struct sockaddr_in dst = t_sin("198.18.0.2", 9);
+	struct qps_ctx *small = NULL, *big = NULL;
+	struct qps_ep *ep = NULL;
+	struct qps_stats st;
+	char text[2048];
+	int fd, err, lines;
+
+	fd = memfd_create("stderr", 0);
+	err = dup(2);
+	if (fd < 0 || err < 0 || dup2(fd, 2) < 0)
+		return 77;
+	if (null_ctx(16, &small) == -ENOENT)
+		return 77;	/* no null provider in this build */
+	if (!small)
+		return C_CREATE_SMALL;
+	if (!small->stat.shm)
+		return C_NOT_PUBLISHED;
+	if (null_ctx(0, &big) != 0)
+		return C_CREATE;
+	if (big->stat.shm)
+		return C_PUBLISHED;
+	if (qps_ep_create(big, QPS_EP_DGRAM, &ep) != 0 ||
+	    qps_sendto(ep, "x", 1, 0, (struct sockaddr *)&dst,
+		       sizeof(dst)) != 1 ||
+	    qps_ctx_flush(big) < 0 ||
+	    qps_ctx_stats(big, &st, sizeof(st)) != sizeof(st) ||
+	    st.tx_packets != 1)
+		return C_TRAFFIC;
+	lines = log_lines(fd, text, sizeof(text));
+	dup2(err, 2);
+	if (lines != 1 || !strstr(text, "stats segment")) {
+		fprintf(stderr, "stderr of the child, %d lines:\n%s", lines,
+			text);
+		return C_LOG;
+	}
+	if (my_files() != 1)
+		return C_LEFT;
+	qps_ep_close(ep);
+	qps_ctx_destroy(big);
+	qps_ctx_destroy(small);
+	return my_files() ? C_LEFT : C_OK;
+}
+
+/*
+ * A full /dev/shm: tmpfs reserves no page at ftruncate, so the segment
+ * was made and mapped, and the first store to a page it could not have
+ * raised SIGBUS. Here /dev/shm is a 128 KiB tmpfs of the child's own
+ * (a private mount namespace).
+ */
+static void test_full_shm(void)
+{
+	int pid, st;
+
+	if (geteuid() != 0) {
+		printf("skipped: needs root (mount namespace) ");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS) != 0 ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+		    mount("tmpfs", QPS_STAT_DIR, "tmpfs", MS_NOSUID | MS_NODEV,
+			  "size=128k") != 0)
+			_exit(77);
+		_exit(no_space_child());
+	}
+	st = t_wait_child(pid, 60000);
+	if (st == 77) {
+		printf("skipped: no mount namespace or no null provider ");
+		return;
+	}
+	T_EQ(st, C_OK);
+}
+
+/*
+ * RLIMIT_FSIZE below the segment's size: ftruncate (and fallocate) past
+ * it send SIGXFSZ, whose default action ends the process.
+ */
+static void test_fsize_limit(void)
+{
+	int pid, st;
+
+	pid = fork();
+	if (pid == 0) {
+		struct rlimit fs = { 128 << 10, 128 << 10 };
+		struct rlimit core = { 0, 0 };
+
+		if (setrlimit(RLIMIT_CORE, &core) != 0 ||
+		    setrlimit(RLIMIT_FSIZE, &fs) != 0)
+			_exit(77);
+		_exit(no_space_child());
+	}
+	st = t_wait_child(pid, 60000);
+	if (st == 77) {
+		printf("skipped: no null provider ");
+		return;
+	}
+	T_EQ(st, C_OK);
+}
+
+static unsigned int seg_mode(struct qps_ctx *ctx)
+{
+	char path[128];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s%s", QPS_STAT_DIR, ctx->stat.name);
+	if (stat(path, &st) != 0)
+		return 0;
+	return st.st_mode & 07777;
+}
+
+/* Only the owner (and root) reads a segment, unless asked otherwise. */
+static void test_mode(void)
+{
+	struct qps_ctx_attr a = t_emu_attr(g_wire, "198.18.0.1");
+	struct qps_ctx *ctx = NULL;
+
+	T_EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	T_EQ(seg_mode(ctx), 0600);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	a.comp_mask |= QPS_CTX_ATTR_STATS;
+	a.stats = QPS_STATS_ALL_USERS;
+	T_EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	T_EQ(seg_mode(ctx), 0644);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	a.comp_mask &= ~(uint64_t)QPS_CTX_ATTR_STATS;
+	setenv("QPS_STATS", "2", 1);
+	T_EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	T_EQ(seg_mode(ctx), 0644);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	/* The attribute wins: owner only. */
+	a.comp_mask |= QPS_CTX_ATTR_STATS;
+	a.stats = QPS_STATS_OWNER;
+	T_EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	T_EQ(seg_mode(ctx), 0600);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	setenv("QPS_STATS", "7", 1);
+	a.comp_mask &= ~(uint64_t)QPS_CTX_ATTR_STATS;
+	T_EQ_FATAL(qps_ctx_create(&a, &ctx), 0);
+	T_EQ(seg_mode(ctx), 0600);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+	unsetenv("QPS_STATS");
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -322,6 +535,11 @@ int main(void)
 		  test_unicast_counts },
 		{ "multicast fan-out: per endpoint, filtered",
 		  test_fanout_counts },
+		{ "no space in /dev/shm: private, one line, no SIGBUS",
+		  test_full_shm },
+		{ "RLIMIT_FSIZE below the segment: private, no SIGXFSZ",
+		  test_fsize_limit },
+		{ "segment mode: owner only unless asked", test_mode },
 		CU_TEST_INFO_NULL,
 	};
 

@@ -9,7 +9,9 @@
  *   --json                         JSON (JSON lines with -i)
  *   --record FILE -i SECONDS       also append a JSON line per interval
  *
- * Segments whose process is gone are reported stale and removed.
+ * Segments whose process is verifiably gone are reported stale and
+ * removed. Whatever else sits under a segment's name is refused with a
+ * reason (stat_read.h), and every string from a file is printed escaped.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,7 +36,8 @@ struct opts {
 	const char *record;
 };
 
-/* One context being watched: its segment and the last two readings. */
+/* One context being watched, by file name: its segment and the last two
+ * readings. */
 struct view {
 	struct sr_seg seg;
 	struct sr_snap now;
@@ -148,16 +151,24 @@ static void print_list_head(void)
 	       "RX_DGRAMS", "TX_DGRAMS", "DROPS");
 }
 
+/* Another PID namespace's pid is not one of ours: marked. */
+static const char *pid_str(const struct sr_seg *g, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d%s", g->pid, g->other_ns ? "*" : "");
+	return buf;
+}
+
 static void print_list_row(const struct view *v)
 {
 	const struct qps_stat_hdr *h = &v->seg.h;
 	const struct qps_stats *s = &v->now.all;
-	char ip[INET_ADDRSTRLEN];
+	char ip[INET_ADDRSTRLEN], pid[16];
 
-	printf("%-8d %-16s %3u %-8s %-12s %-15s %5u %12" PRIu64 " %12" PRIu64
-	       " %10" PRIu64 "\n", h->pid, h->comm, h->ctx_id, h->provider,
-	       h->dev, ip_str(h->addr, ip, sizeof(ip)), v->now.neps,
-	       s->rx_packets, s->tx_packets, drops(s));
+	printf("%-8s %-16s %3u %-8s %-12s %-15s %5u %12" PRIu64 " %12" PRIu64
+	       " %10" PRIu64 "\n", pid_str(&v->seg, pid, sizeof(pid)),
+	       v->seg.comm, h->ctx_id, v->seg.provider, v->seg.devname,
+	       ip_str(h->addr, ip, sizeof(ip)), v->now.neps, s->rx_packets,
+	       s->tx_packets, drops(s));
 }
 
 static void print_counters(const struct qps_stats *s, int transport_ud)
@@ -275,10 +286,11 @@ static void print_detail(const struct view *v, const struct rates *r)
 	const struct qps_stat_hdr *h = &v->seg.h;
 	char ip[INET_ADDRSTRLEN];
 
-	printf("pid %d (%s) context %u: %s %s %s "
+	printf("pid %d%s (%s) context %u: %s %s %s "
 	       "%02x:%02x:%02x:%02x:%02x:%02x, %s, %s path, %u send "
 	       "queue%s, max %u endpoints, snapshot %.2f s old\n",
-	       h->pid, h->comm, h->ctx_id, h->provider, h->dev,
+	       h->pid, v->seg.other_ns ? " of another PID namespace" : "",
+	       v->seg.comm, h->ctx_id, v->seg.provider, v->seg.devname,
 	       ip_str(h->addr, ip, sizeof(ip)), h->mac[0], h->mac[1],
 	       h->mac[2], h->mac[3], h->mac[4], h->mac[5],
 	       h->transport == QPS_TRANSPORT_UD ? "UD" : "raw",
@@ -408,12 +420,13 @@ static void json_ctx(FILE *f, const struct view *v, const struct rates *r,
 	const struct qps_stat_hdr *h = &v->seg.h;
 	char ip[INET_ADDRSTRLEN];
 
-	fprintf(f, "{\"pid\":%d,\"command\":", h->pid);
-	json_str(f, h->comm);
+	fprintf(f, "{\"pid\":%d,\"other_pid_namespace\":%s,\"command\":",
+		h->pid, v->seg.other_ns ? "true" : "false");
+	json_str(f, v->seg.comm);
 	fprintf(f, ",\"ctx\":%u,\"provider\":", h->ctx_id);
-	json_str(f, h->provider);
+	json_str(f, v->seg.provider);
 	fputs(",\"device\":", f);
-	json_str(f, h->dev);
+	json_str(f, v->seg.devname);
 	fputs(",\"address\":", f);
 	json_str(f, ip_str(h->addr, ip, sizeof(ip)));
 	fprintf(f, ",\"transport\":\"%s\",\"tx_path\":\"%s\",\"send_queues\":%u,"
@@ -444,14 +457,16 @@ struct watch {
 	size_t n, cap;
 	int stale;		/* stale segments removed so far */
 	int failed;		/* unreadable segments of the asked pid */
+	int noperm;		/* other users' segments, list view */
+	int said_noperm;
 };
 
-static struct view *watch_find(struct watch *w, int pid, unsigned int ctx)
+static struct view *watch_find(struct watch *w, const char *name)
 {
 	size_t i;
 
 	for (i = 0; i < w->n; i++)
-		if (w->v[i].seg.pid == pid && w->v[i].seg.ctx_id == ctx)
+		if (!strcmp(w->v[i].seg.name, name))
 			return &w->v[i];
 	return NULL;
 }
@@ -481,21 +496,110 @@ static void watch_drop_unseen(struct watch *w)
 			i++;
 			continue;
 		}
-		sr_close(&w->v[i].seg);
 		sr_snap_free(&w->v[i].now);
 		w->v[i] = w->v[--w->n];
 	}
 }
 
+/* A segment whose process sr_open found gone: removed, and said. */
+static void remove_stale(struct watch *w, const struct opts *o,
+			 const struct sr_seg *s)
+{
+	int r = sr_remove(s);
+
+	if (r == 0) {
+		w->stale++;
+		fprintf(stderr, "qps_stat: %s/%s: process %d is gone: stale, "
+			"removed\n", QPS_STAT_DIR, s->name, s->pid);
+	} else if (r != -ENOENT && r != -ESTALE) {
+		fprintf(stderr, "qps_stat: %s/%s: process %d is gone: stale, "
+			"not removed: %s\n", QPS_STAT_DIR, s->name, s->pid,
+			strerror(-r));
+		if (o->pid)
+			w->failed++;
+	}
+}
+
+/* A segment that cannot be shown: why, unless the list view meets
+ * another user's (mode 0600: summed up once) or one being created. */
+static void refused(struct watch *w, const struct opts *o,
+		    const struct sr_seg *s, enum sr_status st, int err)
+{
+	if (st == SR_GONE)
+		return;	/* its context closed meanwhile */
+	if (st == SR_PERM && !o->pid) {
+		w->noperm++;
+		return;
+	}
+	if (st != SR_BUSY || o->pid) {
+		if (err)
+			fprintf(stderr, "qps_stat: %s/%s: %s: %s\n",
+				QPS_STAT_DIR, s->name, sr_strstatus(st),
+				strerror(err));
+		else
+			fprintf(stderr, "qps_stat: %s/%s: %s\n", QPS_STAT_DIR,
+				s->name, sr_strstatus(st));
+	}
+	if (o->pid && st != SR_BUSY)
+		w->failed++;
+}
+
+/* Open, check and read @s into its view. -ENOMEM, else 0. */
+static int gather_one(struct watch *w, const struct opts *o,
+		      struct sr_seg *s)
+{
+	enum sr_status st = sr_open(s);
+	struct sr_snap now;
+	struct view *v;
+	int r;
+
+	if (st == SR_STALE) {
+		remove_stale(w, o, s);
+		return 0;
+	}
+	if (st != SR_OK) {
+		refused(w, o, s, st, st == SR_IO ? s->err : 0);
+		return 0;
+	}
+	r = sr_read(s, &now);
+	sr_close(s);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
+		refused(w, o, s, r == -ENODATA ? SR_SHORT : SR_IO,
+			r == -ENODATA ? 0 : -r);
+		return 0;
+	}
+	v = watch_find(w, s->name);
+	/* Another file under the same name (a reused pid): no rate
+	 * across two processes. */
+	if (v && (v->seg.dev != s->dev || v->seg.ino != s->ino))
+		v->have_prev = 0;
+	if (!v) {
+		v = watch_add(w, s);
+		if (!v) {
+			sr_snap_free(&now);
+			return -ENOMEM;
+		}
+	}
+	v->seg = *s;
+	sr_snap_free(&v->now);
+	v->now = now;
+	v->seen = 1;
+	return 0;
+}
+
 /*
- * Read every segment the options ask for into @w. Stale ones are reported
- * on stderr and removed; unreadable ones of the asked pid are reported
- * and counted in failed. Returns -errno on a listing error.
+ * Read every segment the options ask for into @w. Each is opened afresh
+ * by name every time, so that what it is, and whether its process still
+ * runs, is judged on the file there now. Stale ones are reported on
+ * stderr and removed; unreadable ones are reported, and those of the
+ * asked pid counted in failed. Returns -errno on a listing error.
  */
 static int gather(struct watch *w, const struct opts *o)
 {
 	struct sr_seg *segs;
-	int n, i;
+	int n, i, r = 0;
 	size_t k;
 
 	n = sr_list(&segs);
@@ -503,74 +607,31 @@ static int gather(struct watch *w, const struct opts *o)
 		return n;
 	for (k = 0; k < w->n; k++)
 		w->v[k].seen = 0;
-	for (i = 0; i < n; i++) {
-		struct sr_seg *s = &segs[i];
-		enum sr_status st;
-		struct view *v;
-
-		if (o->pid && s->pid != o->pid)
+	w->noperm = 0;
+	for (i = 0; i < n && !r; i++) {
+		if (o->pid && segs[i].pid != o->pid)
 			continue;
-		if (o->ctx >= 0 && s->ctx_id != (unsigned long)o->ctx)
+		if (o->ctx >= 0 && segs[i].ctx_id != (unsigned long)o->ctx)
 			continue;
-		v = watch_find(w, s->pid, s->ctx_id);
-		if (v && !sr_alive(s->pid, v->seg.h.start_ticks)) {
-			/* Died while watched: unseen, so dropped below. */
-			if (sr_remove(s) == 0) {
-				w->stale++;
-				fprintf(stderr, "qps_stat: %s/%s: process %d is "
-					"gone: stale, removed\n", QPS_STAT_DIR,
-					s->name, s->pid);
-			}
-			continue;
-		}
-		if (!v) {
-			st = sr_open(s);
-			if (st == SR_OK && !sr_alive(s->pid, s->h.start_ticks))
-				st = SR_GONE;
-			if (st == SR_GONE || (st != SR_OK &&
-					      !sr_alive(s->pid, 0))) {
-				if (st == SR_OK || st == SR_GONE)
-					sr_close(s);
-				if (sr_remove(s) == 0) {
-					w->stale++;
-					fprintf(stderr, "qps_stat: %s/%s: process "
-						"%d is gone: stale, removed\n",
-						QPS_STAT_DIR, s->name, s->pid);
-				}
-				continue;
-			}
-			if (st != SR_OK) {
-				if (st != SR_BUSY || o->pid)
-					fprintf(stderr, "qps_stat: %s/%s: %s\n",
-						QPS_STAT_DIR, s->name,
-						sr_strstatus(st));
-				if (o->pid && st != SR_BUSY)
-					w->failed++;
-				continue;
-			}
-			v = watch_add(w, s);
-			if (!v) {
-				sr_close(s);
-				free(segs);
-				return -ENOMEM;
-			}
-		}
-		sr_snap_free(&v->now);
-		if (sr_read(&v->seg, &v->now) < 0) {
-			free(segs);
-			return -ENOMEM;
-		}
-		v->seen = 1;
+		r = gather_one(w, o, &segs[i]);
 	}
 	free(segs);
+	if (r)
+		return r;
 	watch_drop_unseen(w);
+	if (w->noperm && !w->said_noperm) {
+		fprintf(stderr, "qps_stat: %d segment%s of other users not "
+			"shown (readable by their user and root only)\n",
+			w->noperm, w->noperm == 1 ? "" : "s");
+		w->said_noperm = 1;
+	}
 	return 0;
 }
 
 /* -p PID found nothing: say why, as precisely as we can. */
 static void explain_missing(const struct opts *o, const struct watch *w)
 {
-	char path[64], comm[64] = "";
+	char path[64], raw[64] = "", comm[SR_ESC_LEN(64)];
 	FILE *f;
 
 	if (w->failed || w->stale)
@@ -582,11 +643,12 @@ static void explain_missing(const struct opts *o, const struct watch *w)
 	snprintf(path, sizeof(path), "/proc/%d/comm", o->pid);
 	f = fopen(path, "r");
 	if (f) {
-		if (!fgets(comm, sizeof(comm), f))
-			comm[0] = '\0';
+		if (!fgets(raw, sizeof(raw), f))
+			raw[0] = '\0';
 		fclose(f);
-		comm[strcspn(comm, "\n")] = '\0';
+		raw[strcspn(raw, "\n")] = '\0';
 	}
+	sr_escape(comm, sizeof(comm), raw, sizeof(raw));
 	if (o->ctx >= 0)
 		fprintf(stderr, "qps_stat: process %d (%s) has no context %ld "
 			"publishing counters\n", o->pid, comm, o->ctx);
@@ -631,6 +693,11 @@ static void show(struct watch *w, const struct opts *o, double dt,
 			print_list_head();
 			for (i = 0; i < w->n; i++)
 				print_list_row(&w->v[i]);
+			for (i = 0; i < w->n && !w->v[i].seg.other_ns; i++)
+				;
+			if (i < w->n)
+				printf("* pid of another PID namespace "
+				       "(a container's), not of this one\n");
 		}
 	} else if (tty) {
 		/* As top: home, clear, redraw. */
@@ -788,9 +855,12 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	if (o.pid && (w.failed || !w.n)) {
-		if (!w.n)
-			explain_missing(&o, &w);
+	/* What could be read is shown even when something else under the
+	 * pid's names was refused: a squatter must not hide the process. */
+	if (o.pid && w.failed)
+		rc = 1;
+	if (o.pid && !w.n) {
+		explain_missing(&o, &w);
 		rc = 1;
 		goto out;
 	}
@@ -827,10 +897,8 @@ int main(int argc, char **argv)
 		}
 	}
 out:
-	for (i = 0; i < w.n; i++) {
-		sr_close(&w.v[i].seg);
+	for (i = 0; i < w.n; i++)
 		sr_snap_free(&w.v[i].now);
-	}
 	free(w.v);
 	if (rec)
 		fclose(rec);

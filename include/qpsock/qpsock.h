@@ -105,6 +105,13 @@ enum qps_thread_mode {
 	QPS_THREAD_MODE_MUTEX = 2,	/* any threads, plain locks */
 };
 
+/* struct qps_ctx_attr stats: who may read a context's counters. */
+enum qps_stats_mode {
+	QPS_STATS_OFF = 0,		/* private memory, no segment */
+	QPS_STATS_OWNER = 1,		/* a segment of mode 0600 (default) */
+	QPS_STATS_ALL_USERS = 2,	/* a segment of mode 0644 */
+};
+
 /**
  * struct qps_ctx_attr - how to open a context; only fields whose bit is set
  * in @comp_mask are read, the rest take their defaults.
@@ -136,8 +143,11 @@ enum qps_thread_mode {
  *	before it sleeps, the endpoints' default for QPS_OPT_BUSY_POLL, as
  *	SO_BUSY_POLL (default $QPS_BUSY_POLL, else QPS_BUSY_POLL_DEFAULT_US;
  *	at most QPS_BUSY_POLL_MAX_US; 0 = sleep at once).
- * @stats: 1: publish the counters in /dev/shm for qps_stat, 0: keep them
- *	private (default 1, or 0 when the environment has QPS_STATS=0).
+ * @stats: enum qps_stats_mode: publish the counters in /dev/shm for
+ *	qps_stat, readable by the process's user only (QPS_STATS_OWNER, the
+ *	default) or by every local user (QPS_STATS_ALL_USERS), or keep them
+ *	private (QPS_STATS_OFF); without the attribute, $QPS_STATS "0", "1"
+ *	or "2" chooses.
  * @ipfrag_mem: raw transport: bytes IPv4 reassembly may hold, as
  *	net.ipv4.ipfrag_high_thresh (default QPS_IPFRAG_MEM_DEFAULT, at most
  *	QPS_IPFRAG_MEM_MAX; 0 = fragments are dropped, counted).

@@ -4,7 +4,7 @@
 # run-fuzz.sh <build-dir> <seconds-per-harness> [harness...]
 #
 # Configures <build-dir> with clang and -DQPS_FUZZ=ON if it is not yet,
-# builds the harnesses, then runs each (default: all four) for the given
+# builds the harnesses, then runs each (default: all five) for the given
 # time, one at a time, on a copy of its seed corpus plus its crash
 # regressions. Exits non-zero on the first crash, leak or timeout; the
 # input is left in <build-dir>/fuzz-out/<harness>/ (crash-*, timeout-*,
@@ -24,7 +24,7 @@ secs=$2
 shift 2
 harnesses=("$@")
 if [[ ${#harnesses[@]} -eq 0 ]]; then
-	harnesses=(fuzz_frames fuzz_emu_wire fuzz_api fuzz_ipfrag)
+	harnesses=(fuzz_frames fuzz_emu_wire fuzz_api fuzz_ipfrag fuzz_stat)
 fi
 jobs=${QPS_JOBS:-2}
 nice_lvl=${QPS_FUZZ_NICE:-10}
