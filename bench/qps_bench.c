@@ -16,6 +16,7 @@ static const struct {
 } qps_benches[] = {
 	{ "core", qps_bench_core, "the core's cost per datagram on the null device" },
 	{ "demux", qps_bench_demux, "receive demux: groups, subscribers, multicast ping-pong" },
+	{ "ipfrag", qps_bench_ipfrag, "IPv4 reassembly under hostile fragments: floods, collisions, tiny fragments" },
 	{ "doorbell", qps_bench_doorbell, "postponed doorbells: send rate by batch size" },
 	{ "doorbell-delay", qps_bench_doorbell_delay, "how long a postponed doorbell waits, by db_delay_us and flusher policy" },
 	{ "packet", qps_bench_packet, "packet provider: TX rates, ping-pong (scripts/bench_packet.sh)" },

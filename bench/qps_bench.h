@@ -12,6 +12,7 @@ int qps_bench_demux(int argc, char **argv);
 int qps_bench_txq(int argc, char **argv);
 int qps_bench_prio(int argc, char **argv);
 int qps_bench_packet(int argc, char **argv);
+int qps_bench_ipfrag(int argc, char **argv);
 
 /* bench_cycles.c: user-space CPU cycles of the calling thread; open
  * returns -1 where perf_event_open is not available. */
