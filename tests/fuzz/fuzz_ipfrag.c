@@ -8,14 +8,18 @@
  * each: ID (low 2 bits, 1), offset in 8-byte units (2), length (2), flags
  * (1: bit 0 MF, bit 1 "a slice of the datagram": offset and length are
  * taken modulo it and rounded so it is a well-formed fragment of it,
- * bit 2 advance the clock past the lifetime first), 2 spare.
+ * bit 2 advance the clock past the lifetime first), 2 for the shape
+ * (low 2 bits: 0 as said; 1 tiny: 8 bytes at the next 8-byte offset, MF
+ * kept as given; 2 many datagrams: the ID is the shape's upper 14 bits, so
+ * up to 256 datagrams share the table; 3 as 0).
  *
  * Checked for every input: nothing is read or written outside the frames
  * and the buffers (an exact-size heap copy of each frame under ASan); the
  * memory held never passes the cap and the gauge says what is held; a
  * datagram that comes out parses, and when all its fragments were slices
  * of the datagram under one ID, its payload is the datagram's; after the
- * lifetime nothing is held.
+ * lifetime nothing is held (after as many expiry calls as its batches
+ * need); no bucket ever holds more than QPS_IPFRAG_CHAIN datagrams.
  */
 #include "fuzz_util.h"
 
@@ -130,7 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct qps_stats st;
 	uint64_t cap, now = 0;
 	bool pure = true;
-	uint16_t first_id = 0;
+	uint16_t first_id = 0, shape;
+	uint32_t tiny = 0, b;
 	int k = 0;
 	size_t dlen = fuzz_u16(&in) % DG_MAX;
 
@@ -148,7 +153,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r.off = fuzz_u16(&in);
 		r.len = fuzz_u16(&in) % 1600;
 		r.flags = fuzz_u8(&in);
-		(void)fuzz_u16(&in);
+		shape = fuzz_u16(&in);
+		if ((shape & 3) == 1) {
+			r.off = tiny;
+			r.len = 8;
+			tiny += 8;
+		} else if ((shape & 3) == 2) {
+			r.id = shape >> 2;
+		}
 		if (r.flags & 2)
 			slice(&r);
 		else
@@ -184,7 +196,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fuzz_free(copy);
 		}
 	}
-	qps_ipfrag_expire(&f, &st, now + LIFE_NS);
+	for (b = 0; b < QPS_IPFRAG_BUCKETS; b++)
+		FUZZ_CHECK(f.chain[b] <= QPS_IPFRAG_CHAIN);
+	for (k = 0; k < 16 && f.nq; k++)
+		qps_ipfrag_expire(&f, &st, now + LIFE_NS);
 	FUZZ_CHECK(f.nq == 0 && f.mem == 0);
 	qps_ipfrag_fini(&f);
 	return 0;
