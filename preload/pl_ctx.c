@@ -188,6 +188,7 @@ static void atfork_child(void)
 	/* Every lock a parent thread may have held at the fork. */
 	pl_fdtab_atfork_child();
 	pl_sock_atfork_child();
+	pl_fdtab_fork_refs();
 	pl_epoll_atfork_child();
 	shared = pl_fork_atfork_child();
 	pthread_mutex_init(&ctx_lock, NULL);

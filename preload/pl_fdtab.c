@@ -65,6 +65,45 @@ void pl_fdtab_atfork_child(void)
 	pthread_mutex_init(&free_lock, NULL);
 }
 
+static void tab_refs_zero(struct pl_sock *s, void *arg)
+{
+	(void)arg;
+	s->tab_refs = 0;
+}
+
+static void tab_refs_set(struct pl_sock *s, void *arg)
+{
+	(void)arg;
+	/* A socket closed while a call was inside is no longer in the
+	 * table: nothing in this process will ever free it, nor should the
+	 * teardown wait for it. */
+	if (!s->tab_refs)
+		pl_live_forget(s);
+	else
+		__atomic_store_n(&s->refs, s->tab_refs, __ATOMIC_RELAXED);
+}
+
+/*
+ * In a child, at the fork: references of calls inside a socket belong to
+ * the parent's other threads, which the child does not have; they would
+ * never be dropped, and an exec or exit would wait for them. Each socket
+ * keeps its table entries' references only. Not when the forking thread
+ * is inside a call itself (a fork from a signal handler): whose reference
+ * is whose is unknown then, and the exit teardown does not wait there.
+ */
+void pl_fdtab_fork_refs(void)
+{
+	int fd, hi = __atomic_load_n(&tab_hi, __ATOMIC_RELAXED);
+
+	if (pl_inside || !__atomic_load_n(&tab, __ATOMIC_ACQUIRE))
+		return;
+	pl_live_each(tab_refs_zero, NULL);
+	for (fd = 0; fd < hi; fd++)
+		if (tab[fd])
+			tab[fd]->tab_refs++;
+	pl_live_each(tab_refs_set, NULL);
+}
+
 /* A socket with one reference (the caller's), every other field zero. */
 struct pl_sock *pl_sock_alloc(void)
 {

@@ -60,6 +60,19 @@ void pl_sock_atfork_child(void)
 	pthread_mutex_init(&live_lock, NULL);
 }
 
+/* Under live_lock (pl_live_each's callback): off the list for good. */
+void pl_live_forget(struct pl_sock *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		live = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->next = s->prev = NULL;
+	live_n--;
+}
+
 int pl_live_count(void)
 {
 	return __atomic_load_n(&live_n, __ATOMIC_RELAXED);
@@ -137,11 +150,14 @@ void pl_sock_release_ep(struct pl_sock *s)
 
 void pl_live_each(void (*fn)(struct pl_sock *s, void *arg), void *arg)
 {
-	struct pl_sock *s;
+	struct pl_sock *s, *next;
 
 	pthread_mutex_lock(&live_lock);
-	for (s = live; s; s = s->next)
+	/* @fn may take @s off the list (pl_live_forget). */
+	for (s = live; s; s = next) {
+		next = s->next;
 		fn(s, arg);
+	}
 	pthread_mutex_unlock(&live_lock);
 }
 

@@ -198,6 +198,7 @@ struct pl_sock {
 	/* Made at the first fork that saw it (pl_fork.c): who serves it. */
 	struct pl_share *share;
 	struct pl_sock *next, *prev;	/* pl_live list */
+	int tab_refs;		/* pl_fdtab_fork_refs() scratch */
 };
 
 int pl_fdtab_init(void);
@@ -239,6 +240,7 @@ int pl_fdtab_next(int fd);
 void pl_fdtab_clear(void);
 /* Reinitialises the lock in a fork child. */
 void pl_fdtab_atfork_child(void);
+void pl_fdtab_fork_refs(void);
 
 /* pl_sock.c */
 void pl_sock_offload(int fd, int type);
@@ -260,6 +262,7 @@ void pl_live_wake_all(void);
 void pl_sock_release_ep(struct pl_sock *s);
 /* @fn on every socket not yet freed, under the list's lock. */
 void pl_live_each(void (*fn)(struct pl_sock *s, void *arg), void *arg);
+void pl_live_forget(struct pl_sock *s);
 int pl_live_count(void);
 
 /* pl_fork.c */

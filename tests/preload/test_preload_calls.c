@@ -907,6 +907,45 @@ static void test_fork(void)
 	close(fb);
 }
 
+static void *recv_one(void *arg)
+{
+	char buf[8];
+
+	return (void *)(long)recv(*(int *)arg, buf, sizeof(buf), 0);
+}
+
+/* A child forked while another thread is blocked in recv() execs at
+ * once: that thread's call is not the child's to wait for. */
+static void test_fork_exec_blocked(void)
+{
+	struct sockaddr_in a, b;
+	int fa = bound(&a), fb = bound(&b), st = -1;
+	struct timespec t0, t1;
+	pthread_t th;
+	void *r;
+	pid_t pid;
+
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, recv_one, &fb) == 0);
+	usleep(100000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pid = fork();
+	if (pid == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	EQ(waitpid(pid, &st, 0), pid);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CU_ASSERT((t1.tv_sec - t0.tv_sec) * 1000 +
+		  (t1.tv_nsec - t0.tv_nsec) / 1000000 < 500);
+	EQ(sendto(fa, "x", 1, 0, (struct sockaddr *)&b, sizeof(b)), 1);
+	EQ(pthread_join(th, &r), 0);
+	EQ((long)r, 1);
+	close(fa);
+	close(fb);
+}
+
 static void on_alrm_exit(int sig)
 {
 	(void)sig;
@@ -1965,6 +2004,8 @@ int main(void)
 		{ "threads racing on the fd table", test_fd_races },
 		{ "signals: EINTR, SA_RESTART", test_signal_restart },
 		{ "fork", test_fork },
+		{ "fork and exec beside a thread blocked in recv",
+		  test_fork_exec_blocked },
 		{ "exit from a signal handler inside recv", test_exit_in_handler },
 		{ "vfork child closes", test_vfork_close },
 		{ "loopback falls back", test_loopback_fallback },
