@@ -42,25 +42,7 @@ static void live_add(struct pl_sock *s)
 	pthread_mutex_unlock(&live_lock);
 }
 
-static void live_del(struct pl_sock *s)
-{
-	pthread_mutex_lock(&live_lock);
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		live = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	live_n--;
-	pthread_mutex_unlock(&live_lock);
-}
-
-void pl_sock_atfork_child(void)
-{
-	pthread_mutex_init(&live_lock, NULL);
-}
-
-/* Under live_lock (pl_live_each's callback): off the list for good. */
+/* Under live_lock (live_del, pl_live_each's callback): off the list. */
 void pl_live_forget(struct pl_sock *s)
 {
 	if (s->prev)
@@ -71,6 +53,18 @@ void pl_live_forget(struct pl_sock *s)
 		s->next->prev = s->prev;
 	s->next = s->prev = NULL;
 	live_n--;
+}
+
+static void live_del(struct pl_sock *s)
+{
+	pthread_mutex_lock(&live_lock);
+	pl_live_forget(s);
+	pthread_mutex_unlock(&live_lock);
+}
+
+void pl_sock_atfork_child(void)
+{
+	pthread_mutex_init(&live_lock, NULL);
 }
 
 int pl_live_count(void)
