@@ -234,6 +234,10 @@ static long any_dispatch(long n, long *a, bool *ours)
 		return epoll_pwait((int)a[0], (struct epoll_event *)a[1],
 				   (int)a[2], (int)a[3],
 				   (const sigset_t *)a[4]);
+#ifdef SYS_io_uring_register
+	case SYS_io_uring_register:
+		return pl_unsup_uring_register(a);
+#endif
 #ifdef SYS_epoll_pwait2
 	case SYS_epoll_pwait2:
 		return epoll_pwait2((int)a[0], (struct epoll_event *)a[1],
