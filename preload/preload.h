@@ -26,6 +26,7 @@
  *   pl_syscall.c syscall(): the same numbers to the calls above
  *   pl_unsup.c  what qpsock cannot honour: a fresh socket falls back,
  *               one that moved data refuses it
+ *   pl_splice.c sendfile, splice: a datagram from or into another fd
  *
  * The qpsock core returns -errno and never touches errno; the interposed
  * calls are the one place errno is set (pl_ret).
@@ -88,6 +89,10 @@ struct pl_real {
 			struct timespec *);
 	ssize_t (*read)(int, void *, size_t);
 	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*sendfile64)(int, int, off64_t *, size_t);
+	ssize_t (*splice)(int, off64_t *, int, off64_t *, size_t,
+			  unsigned int);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
 		     const sigset_t *);
