@@ -6,7 +6,8 @@
  * acts on it. Options the endpoint has no use for go to the kernel
  * socket alone (it never sends or receives, so they are harmless there).
  * Exceptions, each explained where handled: SO_RCVBUF, SO_ERROR,
- * memberships (pl_mcast.c), and IP_MULTICAST_IF on emu.
+ * memberships (pl_mcast.c), IP_MULTICAST_IF on emu, and what qpsock
+ * cannot honour (pl_unsup.c).
  */
 #include <arpa/inet.h>
 #include <limits.h>
@@ -164,7 +165,6 @@ static int sol_socket(struct pl_sock *s, int fd, int name, const void *val,
 static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 		    socklen_t len)
 {
-	struct in_addr a;
 	int v = 0;
 
 	switch (name) {
@@ -201,16 +201,13 @@ static int ip_level(struct pl_sock *s, int fd, int name, const void *val,
 			    name == IP_MULTICAST_LOOP ? QPS_OPT_MULTICAST_LOOP :
 			    QPS_OPT_MULTICAST_TTL, name == IP_TOS ? v & 0xff : v);
 	case IP_MULTICAST_IF:
-		/* emu's address is on no kernel interface: the kernel
-		 * would refuse it. The context is the one interface. */
-		if (!pl_ctx_info.emu || !val || len < sizeof(a))
+		/* Here it names nothing or the context (another interface
+		 * is pl_unsup.c's). emu's address is on no kernel
+		 * interface, the kernel would refuse it: the context is
+		 * the one interface. */
+		if (!pl_ctx_info.emu || !val || len < sizeof(struct in_addr))
 			break;
-		memcpy(&a, val, sizeof(a));
-		if (len >= sizeof(struct ip_mreqn))
-			a = ((const struct ip_mreqn *)val)->imr_address;
-		return a.s_addr == INADDR_ANY ||
-		       a.s_addr == pl_ctx_info.addr.s_addr ? 0 :
-		       -EADDRNOTAVAIL;
+		return 0;
 	default:
 		break;
 	}
@@ -229,13 +226,16 @@ PL_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	s = pl_get(fd);
 	if (!s)
 		return pl_real.setsockopt(fd, level, name, val, len);
-	if (level == SOL_SOCKET)
+	if (pl_unsup_setopt(s, fd, level, name, val, len, &r)) {
+		/* Fallen back or refused: done. */
+	} else if (level == SOL_SOCKET) {
 		r = sol_socket(s, fd, name, val, len);
-	else if (level == IPPROTO_IP)
+	} else if (level == IPPROTO_IP) {
 		r = ip_level(s, fd, name, val, len);
-	else
+	} else {
 		r = pl_real.setsockopt(fd, level, name, val, len) < 0 ?
 		    -errno : 0;
+	}
 	pl_put(s);
 	return (int)pl_ret(r);
 }

@@ -20,15 +20,26 @@
 
 /* Kernel UDP flags to the core's. MSG_WAITALL and MSG_CMSG_CLOEXEC mean
  * nothing for UDP without fd passing and are ignored, as the kernel
- * does; there is no error queue. */
+ * does. MSG_ERRQUEUE is the kernel socket's (errq_msg). */
 static int rx_flags(int flags, int *qf)
 {
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
-	if (flags & MSG_ERRQUEUE)
-		return -EAGAIN;
 	*qf = flags & (QPS_MSG_PEEK | QPS_MSG_TRUNC | QPS_MSG_DONTWAIT);
 	return 0;
+}
+
+/* The endpoint has no error queue: what could fill one (IP_RECVERR,
+ * SO_TIMESTAMPING, SO_ZEROCOPY) is refused once the socket moved data,
+ * and a fresh socket that asks falls back (pl_unsup.c). The kernel
+ * socket's queue is then the socket's, empty but for its own sends to
+ * this host, and the kernel's answer is exact: EAGAIN when empty,
+ * never a wait. */
+static long errq_msg(struct pl_sock *s, struct msghdr *msg, int flags)
+{
+	ssize_t r = pl_real.recvmsg(s->kfd, msg, flags);
+
+	return r < 0 ? -errno : r;
 }
 
 /* A receive timeout is EAGAIN on a kernel socket. */
@@ -131,6 +142,8 @@ ssize_t pl_recvmsg_sock(struct pl_sock *s, struct msghdr *msg, int flags)
 		return r;
 	if (!msg || (msg->msg_iovlen && !msg->msg_iov))
 		return -EFAULT;
+	if (__builtin_expect(flags & MSG_ERRQUEUE, 0))
+		return errq_msg(s, msg, flags);
 	if (msg->msg_iovlen > IOV_MAX)
 		return -EMSGSIZE;
 	for (i = 0; i < msg->msg_iovlen; i++)
@@ -196,6 +209,12 @@ static long recvfrom_sock(struct pl_sock *s, void *buf, size_t len,
 
 	if (r < 0)
 		return r;
+	if (__builtin_expect(flags & MSG_ERRQUEUE, 0)) {
+		ssize_t k = pl_real.recvfrom(s->kfd, buf, len, flags, src,
+					     slen);
+
+		return k < 0 ? -errno : k;
+	}
 	/* As the kernel: a handler with SA_RESTART restarts the call,
 	 * unless the socket has a receive timeout. */
 	do {

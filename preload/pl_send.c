@@ -6,6 +6,7 @@
  * send queue for the batch.
  */
 #include <limits.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -53,19 +54,57 @@ static bool host_local(const struct sockaddr *dest, socklen_t dlen)
 	       (!pl_ctx_info.emu && a.sin_addr.s_addr == pl_ctx_info.addr.s_addr);
 }
 
-static long send_host(struct pl_sock *s, const void *buf, size_t len,
-		      int flags, const struct sockaddr *dest, socklen_t dlen)
+static bool host_bound(struct pl_sock *s)
 {
 	struct sockaddr_in me;
 	socklen_t ml = sizeof(me);
-	ssize_t r;
 
 	/* Unbound there (emu, whose port the host had taken): a reply
 	 * from another port would be no reply. */
-	if (pl_real.getsockname(s->kfd, (struct sockaddr *)&me, &ml) < 0 ||
-	    me.sin_port == 0)
+	return pl_real.getsockname(s->kfd, (struct sockaddr *)&me, &ml) == 0 &&
+	       me.sin_port != 0;
+}
+
+static long send_host(struct pl_sock *s, const void *buf, size_t len,
+		      int flags, const struct sockaddr *dest, socklen_t dlen)
+{
+	ssize_t r;
+
+	if (!host_bound(s))
 		return -ENETUNREACH;
 	r = pl_real.sendto(s->kfd, buf, len, flags, dest, dlen);
+	return r < 0 ? -errno : r;
+}
+
+/* Segmented by the kernel socket, @gso bytes a datagram. Its only
+ * control message: the others are dropped as on the device's path (an
+ * IP_PKTINFO the program copied from a datagram's would name the
+ * context's address and interface, which are not loopback's). */
+static long send_host_gso(struct pl_sock *s, const struct msghdr *msg,
+			  int flags, uint16_t gso)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr m = *msg;
+	struct cmsghdr *c;
+	int qf;
+	ssize_t r = tx_flags(flags, &qf);
+
+	if (r < 0)
+		return r;
+	if (!host_bound(s))
+		return -ENETUNREACH;
+	memset(&ctl, 0, sizeof(ctl));
+	m.msg_control = ctl.buf;
+	m.msg_controllen = sizeof(ctl.buf);
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = IPPROTO_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(gso));
+	memcpy(CMSG_DATA(c), &gso, sizeof(gso));
+	r = pl_real.sendmsg(s->kfd, &m, flags);
 	return r < 0 ? -errno : r;
 }
 
@@ -101,6 +140,24 @@ static struct pl_sock *get_for(int fd, const struct sockaddr *dest,
 	if (s && s->fresh && dest &&
 	    pl_policy_dest(s, dest, dlen, why, sizeof(why))) {
 		pl_sock_fallback(fd, s, why);
+		pl_put(s);
+		s = NULL;
+	}
+	return s;
+}
+
+/* As get_for, and a UDP_SEGMENT control message on a fresh socket sends
+ * it to the kernel, which segments (pl_unsup.c). */
+static struct pl_sock *get_for_msg(int fd, const struct msghdr *msg)
+{
+	struct pl_sock *s;
+
+	if (!msg)
+		return pl_get(fd);
+	s = get_for(fd, msg->msg_name, msg->msg_namelen);
+	if (s && s->fresh && msg->msg_controllen && pl_unsup_gso(msg) > 0) {
+		pl_sock_fallback(fd, s, "UDP_SEGMENT control message, which "
+				 "qpsock cannot honour");
 		pl_put(s);
 		s = NULL;
 	}
@@ -181,8 +238,25 @@ ssize_t pl_sendmsg_sock(struct pl_sock *s, const struct msghdr *msg,
 	total = iov_total(msg->msg_iov, msg->msg_iovlen);
 	if (total < 0)
 		return total;
-	/* Control messages (IP_PKTINFO source choice, IP_TTL per datagram)
-	 * are not carried yet: ignored (docs/preload.md). */
+	if (__builtin_expect(msg->msg_controllen != 0, 0)) {
+		int gso = pl_unsup_gso(msg);
+
+		if (gso < 0)
+			return gso;
+		/* Segments are the kernel's to make: to this host its
+		 * socket sends them. Elsewhere EIO, the kernel's answer
+		 * when the path cannot segment (no checksum offload, a
+		 * tunnel): QUIC stacks then stop asking. A size the
+		 * datagram does not exceed asks nothing, as there. */
+		if (gso > 0 && total > gso &&
+		    host_local(msg->msg_name, msg->msg_namelen))
+			return send_host_gso(s, msg, flags, (uint16_t)gso);
+		if (gso > 0 && total > gso)
+			return pl_unsup_refuse(s, "UDP_SEGMENT control message",
+					       EIO);
+	}
+	/* Other control messages (IP_PKTINFO source choice, IP_TTL per
+	 * datagram) are not carried yet: ignored (docs/preload.md). */
 	if (msg->msg_iovlen == 1)
 		return send_sock(s, msg->msg_iov[0].iov_base, (size_t)total,
 				 flags, msg->msg_name, msg->msg_namelen);
@@ -209,7 +283,7 @@ PL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 	if (!pl_sym_ready())
 		return syscall(SYS_sendmsg, fd, msg, flags);
-	s = msg ? get_for(fd, msg->msg_name, msg->msg_namelen) : pl_get(fd);
+	s = get_for_msg(fd, msg);
 	if (!s)
 		return pl_real.sendmsg(fd, msg, flags);
 	r = pl_sendmsg_sock(s, msg, flags);
@@ -271,8 +345,11 @@ static bool mmsg_simple(const struct mmsghdr *v, unsigned int n)
 {
 	unsigned int i;
 
+	/* A UDP_SEGMENT control message goes through pl_sendmsg_sock. */
 	for (i = 0; i < n; i++)
-		if (v[i].msg_hdr.msg_iovlen > 1)
+		if (v[i].msg_hdr.msg_iovlen > 1 ||
+		    (v[i].msg_hdr.msg_controllen &&
+		     pl_unsup_gso(&v[i].msg_hdr) != 0))
 			return false;
 	return true;
 }
@@ -286,8 +363,7 @@ PL_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 	if (!pl_sym_ready())
 		return (int)syscall(SYS_sendmmsg, fd, v, n, flags);
-	s = v && n ? get_for(fd, v[0].msg_hdr.msg_name,
-			     v[0].msg_hdr.msg_namelen) : pl_get(fd);
+	s = get_for_msg(fd, v && n ? &v[0].msg_hdr : NULL);
 	if (!s)
 		return pl_real.sendmmsg(fd, v, n, flags);
 	if (n > UIO_MAXIOV)

@@ -89,6 +89,9 @@ void pl_sock_line(struct pl_sock *s, char *buf, size_t size)
 {
 	struct qps_ep_counters c;
 	char local[32], peer[32];
+	const char *what;
+	size_t n;
+	int refused;
 
 	buf[0] = '\0';
 	if (qps_ep_stats(s->ep, &c, sizeof(c)) < 0)
@@ -107,6 +110,13 @@ void pl_sock_line(struct pl_sock *s, char *buf, size_t size)
 		 (unsigned long long)c.tx_drops,
 		 (unsigned long long)c.rx_queue_full,
 		 (unsigned long long)c.tx_drops);
+	/* What the program asked and qpsock refused (pl_unsup.c). */
+	what = __atomic_load_n(&s->refused_what, __ATOMIC_ACQUIRE);
+	refused = __atomic_load_n(&s->refused, __ATOMIC_RELAXED);
+	n = strlen(buf);
+	if (what && n < size)
+		(void)snprintf(buf + n, size - n, "; refused %d (first %s)",
+			       refused ? refused : 1, what);
 }
 
 /* The line is taken while the endpoint is open, once. */

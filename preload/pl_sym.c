@@ -56,6 +56,9 @@ static void sym_resolve(void)
 	RESOLVE(recvmmsg);
 	RESOLVE(read);
 	RESOLVE(readv);
+	RESOLVE(sendfile);
+	RESOLVE(sendfile64);
+	RESOLVE(splice);
 	RESOLVE(poll);
 	RESOLVE(ppoll);
 	RESOLVE(select);

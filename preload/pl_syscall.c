@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -76,6 +77,7 @@ static bool fd_call(long n)
 	case SYS_write:
 	case SYS_readv:
 	case SYS_writev:
+	case SYS_sendfile:
 	case SYS_epoll_ctl:
 		return true;
 	default:
@@ -131,6 +133,8 @@ static long fd_dispatch(long n, long *a)
 		return readv(fd, (const struct iovec *)a[1], (int)a[2]);
 	case SYS_writev:
 		return writev(fd, (const struct iovec *)a[1], (int)a[2]);
+	case SYS_sendfile:
+		return sendfile64(fd, (int)a[1], (off64_t *)a[2], (size_t)a[3]);
 	default:
 		/* SYS_epoll_ctl: the target fd is the third argument. */
 		return epoll_ctl(fd, (int)a[1], (int)a[2],
@@ -234,6 +238,16 @@ static long any_dispatch(long n, long *a, bool *ours)
 		return epoll_pwait((int)a[0], (struct epoll_event *)a[1],
 				   (int)a[2], (int)a[3],
 				   (const sigset_t *)a[4]);
+	case SYS_splice:
+		if (!pl_mapped((int)a[0]) && !pl_mapped((int)a[2]))
+			break;
+		return splice((int)a[0], (off64_t *)a[1], (int)a[2],
+			      (off64_t *)a[3], (size_t)a[4],
+			      (unsigned int)a[5]);
+#ifdef SYS_io_uring_register
+	case SYS_io_uring_register:
+		return pl_unsup_uring_register(a);
+#endif
 #ifdef SYS_epoll_pwait2
 	case SYS_epoll_pwait2:
 		return epoll_pwait2((int)a[0], (struct epoll_event *)a[1],

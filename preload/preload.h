@@ -24,6 +24,9 @@
  *   pl_fork.c   fork: one process at a time serves a shared socket; it
  *               moves, with its queued datagrams, to the one that uses it
  *   pl_syscall.c syscall(): the same numbers to the calls above
+ *   pl_unsup.c  what qpsock cannot honour: a fresh socket falls back,
+ *               one that moved data refuses it
+ *   pl_splice.c sendfile, splice: a datagram from or into another fd
  *
  * The qpsock core returns -errno and never touches errno; the interposed
  * calls are the one place errno is set (pl_ret).
@@ -86,6 +89,10 @@ struct pl_real {
 			struct timespec *);
 	ssize_t (*read)(int, void *, size_t);
 	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*sendfile64)(int, int, off64_t *, size_t);
+	ssize_t (*splice)(int, off64_t *, int, off64_t *, size_t,
+			  unsigned int);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
 		     const sigset_t *);
@@ -197,6 +204,9 @@ struct pl_sock {
 	int npblock;
 	/* Made at the first fork that saw it (pl_fork.c): who serves it. */
 	struct pl_share *share;
+	/* Calls refused once data moved (pl_unsup.c), and the first. */
+	int refused;		/* atomic */
+	const char *refused_what;
 	struct pl_sock *next, *prev;	/* pl_live list */
 	int tab_refs;		/* pl_fdtab_fork_refs() scratch */
 };
@@ -305,6 +315,21 @@ const char *pl_policy_dest(struct pl_sock *s, const struct sockaddr *a,
 const char *pl_policy_join(struct pl_sock *s, struct in_addr group,
 			   char *why, size_t n);
 #define PL_WHY_MAX 128
+
+/* pl_unsup.c: what qpsock cannot honour (docs/preload.md "What falls
+ * back, what is refused"). setsockopt: true when @name asks for such a
+ * thing; *@r is then the call's result (-errno). */
+bool pl_unsup_setopt(struct pl_sock *s, int fd, int level, int name,
+		     const void *val, socklen_t len, long *r);
+/* The UDP_SEGMENT size @msg's control messages ask for: 0 when none,
+ * -EINVAL when malformed (as the kernel). */
+int pl_unsup_gso(const struct msghdr *msg);
+/* A call refused on @s once data moved: counted for the stats line,
+ * said once per socket; returns -@err. */
+long pl_unsup_refuse(struct pl_sock *s, const char *what, int err);
+/* syscall(SYS_io_uring_register): files an io_uring would use behind
+ * our back. Returns libc's convention, as syscall() does. */
+long pl_unsup_uring_register(long *a);
 
 /* pl_mcast.c: a membership option (IPPROTO_IP) on an offloaded socket;
  * getsockopt of MCAST_MSFILTER or IP_MSFILTER. */
