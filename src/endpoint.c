@@ -435,6 +435,7 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 	QPS_ERRNO_GUARD;
 	struct qps_ctx *ctx;
 	const struct sockaddr_in *sin;
+	bool resolved = true;
 	uint8_t mac[6];
 	uint64_t gen;
 	int ret = qps_ep_check(ep);
@@ -473,10 +474,17 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 	/* UD has no MAC to cache: its AH is the send queues' business, and
 	 * a unicast peer needs a QPN (set or learned) to be reached. */
 	memset(mac, 0, sizeof(mac));
-	if (ctx->ud)
+	if (ctx->ud) {
 		ret = qps_ud_peer_known(ctx, sin->sin_addr.s_addr);
-	else
-		ret = qps_route_resolve(ctx, NULL, sin->sin_addr.s_addr, mac);
+	} else {
+		/* A non-blocking connect does not wait for ARP (the kernel's
+		 * never does): the first send resolves the peer. */
+		ret = qps_route_resolve(ctx, NULL, sin->sin_addr.s_addr, mac,
+					ep->nonblock);
+		resolved = ret == 0;
+		if (ret == -EAGAIN)
+			ret = 0;
+	}
 	if (ret == 0) {
 		pthread_mutex_lock(&ctx->ctl_lock);
 		ret = qps_ep_check(ep);
@@ -487,8 +495,11 @@ int qps_connect(struct qps_ep *ep, const struct sockaddr *addr, socklen_t len)
 			ep->peer.sin_family = AF_INET;
 			ep->peer.sin_addr = sin->sin_addr;
 			ep->peer.sin_port = sin->sin_port;
-			/* A new peer: its MAC replaces any newer one. */
-			qps_ep_peer_mac_store(ep, gen, mac, true);
+			/* A new peer: its MAC replaces any newer one; one
+			 * not resolved yet leaves none (generation 0, which
+			 * a device whose routes change never has). */
+			qps_ep_peer_mac_store(ep, resolved ? gen : 0, mac,
+					      true);
 			/* A new destination: the next send picks its QP
 			 * again (a reconnect counts as a reset). */
 			if (ep->connected)

@@ -19,7 +19,7 @@
 
 /* Every field after @name is an op of pointer size; a new op must get a
  * stub in qps_provider_fill, and this count must change with it. */
-#define QPS_PROVIDER_NUM_OPS 35
+#define QPS_PROVIDER_NUM_OPS 36
 _Static_assert(sizeof(struct qps_provider_ops) ==
 	       offsetof(struct qps_provider_ops, open) +
 	       QPS_PROVIDER_NUM_OPS * sizeof(void (*)(void)),
@@ -321,6 +321,7 @@ int qps_provider_fill(const struct qps_provider_ops *raw,
 	QPS_FILL(get_cq_event_fd, stub_cq);
 	QPS_FILL(poll_cq_ts, stub_poll_cq_ts);
 	QPS_FILL(read_clock, stub_read_clock);
+	QPS_FILL(resolve_nowait, stub_resolve);
 #undef QPS_FILL
 	return 0;
 }

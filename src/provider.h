@@ -357,6 +357,12 @@ struct qps_provider_ops {
 	int (*poll_cq_ts)(struct qps_cq *cq, int num, struct ibv_wc *wc,
 			  struct qps_wc_ts *ts);
 	int (*read_clock)(struct qps_dev *dev, uint64_t *cycles);
+	/* As resolve, for a caller that must not wait (a non-blocking
+	 * send or connect): a neighbour not known yet has its resolution
+	 * started and gives -EAGAIN. The stub's -EOPNOTSUPP means resolve
+	 * never waits on this device. */
+	int (*resolve_nowait)(struct qps_dev *dev, struct in_addr dst,
+			      uint8_t mac_out[6]);
 };
 
 #define QPS_HOLD_REUSEADDR (1u << 0)	/* SO_REUSEADDR */

@@ -234,9 +234,11 @@ uint64_t qps_now_ns(void);
 uint64_t qps_realtime_ns(void);
 
 /* route.c: @cache is QPS_ROUTE_SLOTS entries owned by the caller (a send
- * queue's, under its lock), or NULL to ask the provider every time. */
+ * queue's, under its lock), or NULL to ask the provider every time.
+ * @nowait: a neighbour not known yet gives -EAGAIN (its resolution
+ * started) rather than a wait. */
 int qps_route_resolve(struct qps_ctx *ctx, struct qps_route_slot *cache,
-		      uint32_t daddr, uint8_t mac[6]);
+		      uint32_t daddr, uint8_t mac[6], bool nowait);
 uint64_t qps_route_gen_ask(struct qps_ctx *ctx);
 
 /* The provider's route generation; asked on every datagram, so a

@@ -48,7 +48,7 @@ uint64_t qps_route_gen_ask(struct qps_ctx *ctx)
 }
 
 int qps_route_resolve(struct qps_ctx *ctx, struct qps_route_slot *cache,
-		      uint32_t daddr, uint8_t mac[6])
+		      uint32_t daddr, uint8_t mac[6], bool nowait)
 {
 	struct qps_route_slot *slot;
 	uint32_t h = ntohl(daddr);
@@ -73,7 +73,10 @@ int qps_route_resolve(struct qps_ctx *ctx, struct qps_route_slot *cache,
 		memcpy(mac, slot->mac, 6);
 		return 0;
 	}
-	ret = ctx->ops->resolve(ctx->dev, dst, mac);
+	ret = nowait ? ctx->ops->resolve_nowait(ctx->dev, dst, mac) :
+		       -EOPNOTSUPP;
+	if (ret == -EOPNOTSUPP)
+		ret = ctx->ops->resolve(ctx->dev, dst, mac);
 	if (ret < 0)
 		return ret == -EOPNOTSUPP ? -EHOSTUNREACH : ret;
 	if (!slot)

@@ -474,14 +474,14 @@ static int qps_tx_slot_get_locked(struct qps_tx_wait *w, struct qps_sq *sq,
 /* The connected peer's MAC, re-resolved once the route generation moved
  * (senders on other send queues may do the same at once: endpoint.c). */
 static int qps_tx_peer_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
-				  uint64_t gen, uint8_t mac[6])
+				  uint64_t gen, uint8_t mac[6], bool nowait)
 {
 	int ret;
 
 	if (qps_ep_peer_mac_load(ep, gen, mac))
 		return 0;
 	ret = qps_route_resolve(ep->ctx, sq->route, ep->peer.sin_addr.s_addr,
-				mac);
+				mac, nowait);
 	if (ret < 0)
 		return ret;
 	qps_ep_peer_mac_store(ep, gen, mac, false);
@@ -785,11 +785,12 @@ static void qps_tx_hdr_locked(const struct qps_ep *ep, struct qps_sq *sq,
  * (@peer, cached in the endpoint), else the route's. */
 static int qps_tx_dst_mac_locked(struct qps_ep *ep, struct qps_sq *sq,
 				 const struct sockaddr_in *to, bool peer,
-				 uint64_t gen, uint8_t mac[6])
+				 uint64_t gen, uint8_t mac[6], bool nowait)
 {
 	if (peer)
-		return qps_tx_peer_mac_locked(ep, sq, gen, mac);
-	return qps_route_resolve(ep->ctx, sq->route, to->sin_addr.s_addr, mac);
+		return qps_tx_peer_mac_locked(ep, sq, gen, mac, nowait);
+	return qps_route_resolve(ep->ctx, sq->route, to->sin_addr.s_addr, mac,
+				 nowait);
 }
 
 /* @sq's template holds the headers of @ep's datagrams to @to under route
@@ -807,7 +808,7 @@ static bool qps_tx_tmpl_fits(const struct qps_ep *ep, const struct qps_sq *sq,
 
 QPS_TX_APART int qps_tx_tmpl_build_locked(struct qps_ep *ep, struct qps_sq *sq,
 					  const struct sockaddr_in *to,
-					  bool peer, uint64_t gen)
+					  bool peer, uint64_t gen, bool nowait)
 {
 	struct qps_frame_hdr h;
 	int ret;
@@ -815,7 +816,7 @@ QPS_TX_APART int qps_tx_tmpl_build_locked(struct qps_ep *ep, struct qps_sq *sq,
 	sq->tmpl.ep = NULL;
 	memset(&h, 0, sizeof(h));
 	qps_tx_hdr(ep, to, &h);
-	ret = qps_tx_dst_mac_locked(ep, sq, to, peer, gen, h.dst_mac);
+	ret = qps_tx_dst_mac_locked(ep, sq, to, peer, gen, h.dst_mac, nowait);
 	if (ret < 0)
 		return ret;
 	ret = qps_frame_build_hw(sq->tmpl.hdr, &h, 0);
@@ -840,11 +841,11 @@ QPS_TX_APART int qps_tx_tmpl_build_locked(struct qps_ep *ep, struct qps_sq *sq,
  */
 QPS_TX_HOT int qps_tx_tmpl_locked(struct qps_ep *ep, struct qps_sq *sq,
 				  const struct sockaddr_in *to, bool peer,
-				  uint64_t gen)
+				  uint64_t gen, bool nowait)
 {
 	if (qps_tx_tmpl_fits(ep, sq, to, gen))
 		return 0;
-	return qps_tx_tmpl_build_locked(ep, sq, to, peer, gen);
+	return qps_tx_tmpl_build_locked(ep, sq, to, peer, gen, nowait);
 }
 
 /* A non-blocking sender of @n fragments: room for all of them now, or
@@ -993,7 +994,7 @@ qps_tx_one_frags(struct qps_ep *ep, struct qps_tx_run *r,
 	memset(&h, 0, sizeof(h));
 	if (ctx->csum_offload) {
 		int ret = qps_tx_dst_mac_locked(ep, sq, to, peer, gen,
-						h.dst_mac);
+						h.dst_mac, dontwait);
 
 		if (ret < 0)
 			return ret;
@@ -1100,7 +1101,7 @@ QPS_TX_HOT int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	 * that fits holds it, and stays good until the lock is dropped. */
 	fits = tmpl && dst && qps_tx_tmpl_fits(ep, r->sq, &to, gen);
 	ret = ctx->ud || fits || (tmpl && !dst) ? 0 :
-	      qps_tx_dst_mac_locked(ep, r->sq, &to, !dst, gen, mac);
+	      qps_tx_dst_mac_locked(ep, r->sq, &to, !dst, gen, mac, dontwait);
 	if (ret < 0)
 		return ret;
 	sq = r->sq;
@@ -1121,7 +1122,8 @@ QPS_TX_HOT int qps_tx_one(struct qps_ep *ep, struct qps_tx_run *r,
 	if (tmpl) {
 		/* The device sums the frame as it leaves: the payload is
 		 * copied as it is, once, behind the queue's template. */
-		ret = fits ? 0 : qps_tx_tmpl_locked(ep, sq, &to, !dst, gen);
+		ret = fits ? 0 : qps_tx_tmpl_locked(ep, sq, &to, !dst, gen,
+						    dontwait);
 		if (ret == 0) {
 			pieces.tmpl = sq->tmpl.hdr;
 			pieces.ip_id = htons(sq->ip_id++);

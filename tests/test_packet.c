@@ -1631,6 +1631,41 @@ static void test_fragments(void)
 	close(kfd);
 }
 
+/* Non-blocking calls never wait for ARP: a send to a neighbour nobody
+ * answers for is -EAGAIN at once (resolution started), a connect to it
+ * succeeds; the blocking send waits and then says -EHOSTUNREACH, and a
+ * non-blocking one after that refusal says so too. */
+static void test_neigh_nowait(void)
+{
+	struct sockaddr_in silent = t_sin("10.77.0.99", 7990);
+	struct qps_ctx *ctx;
+	struct qps_ep *ep, *cx;
+	struct timespec t0, t1;
+	long ms;
+
+	T_EQ_FATAL(ctx_open(if_a, IP_A, &ctx), 0);
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	T_EQ(qps_sendto(ep, "n", 1, QPS_MSG_DONTWAIT,
+			(struct sockaddr *)&silent, sizeof(silent)), -EAGAIN);
+	T_EQ_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &cx), 0);
+	T_EQ(qps_set_nonblock(cx, 1), 0);
+	T_EQ(qps_connect(cx, (struct sockaddr *)&silent, sizeof(silent)), 0);
+	T_EQ(qps_send(cx, "n", 1, 0), -EAGAIN);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	     (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	T_LE(ms, 500);
+	/* Blocking: ARP's own time, then the refusal, which the
+	 * non-blocking call then gives at once. */
+	T_EQ(qps_sendto(ep, "n", 1, 0, (struct sockaddr *)&silent,
+			sizeof(silent)), -EHOSTUNREACH);
+	T_EQ(qps_sendto(ep, "n", 1, QPS_MSG_DONTWAIT,
+			(struct sockaddr *)&silent, sizeof(silent)),
+	     -EHOSTUNREACH);
+	T_EQ(qps_ctx_destroy(ctx), 0);
+}
+
 /* A kernel sender's group datagrams above the MTU, through qps_join: the
  * first fragment matches the port's rule, the others the group's own. */
 static void test_mcast_fragments(void)
@@ -2324,6 +2359,7 @@ int main(void)
 		{ "steering rules", test_steering },
 		{ "doorbell per chain, MTU", test_doorbell_and_mtu },
 		{ "neighbour change", test_neigh_change },
+		{ "non-blocking calls never wait for ARP", test_neigh_nowait },
 		{ "interface down and up", test_link_down_up },
 		{ "bad frames", test_bad_frames },
 		{ "no ICMP port-unreachable for a bound port", test_no_icmp },

@@ -23,7 +23,7 @@
 	X(destroy_flow) X(mcast_attach) X(mcast_detach) X(resolve)           \
 	X(route_gen) X(modify_qp) X(query_gid) X(create_ah) X(destroy_ah)    \
 	X(attach_mcast) X(detach_mcast) X(hold_port) X(get_cq_event_fd)      \
-	X(poll_cq_ts) X(read_clock)
+	X(poll_cq_ts) X(read_clock) X(resolve_nowait)
 
 #define T_COUNT_OP(op) +1
 #define T_NUM_OPS (0 T_FOR_EACH_OP(T_COUNT_OP))

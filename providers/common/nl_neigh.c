@@ -476,8 +476,9 @@ static void neigh_trigger(struct qps_nl_route *r, uint32_t nh)
 	close(fd);
 }
 
+/* @wait false: one look, ARP started, -EAGAIN while it runs. */
 static int neigh_wait(struct qps_nl_route *r, uint32_t nh,
-		      uint8_t mac[6])
+		      uint8_t mac[6], bool wait)
 {
 	uint64_t deadline = now_ns(CLOCK_MONOTONIC) +
 			    (uint64_t)r->resolve_ms * 1000000u;
@@ -494,6 +495,15 @@ static int neigh_wait(struct qps_nl_route *r, uint32_t nh,
 		if ((nr.state & NL_NUD_VALID) && nr.has_mac) {
 			memcpy(mac, nr.mac, 6);
 			return 0;
+		}
+		if (!wait) {
+			/* ARP asked again, as the kernel's next datagram to
+			 * it would; one that failed is unreachable until it
+			 * answers. */
+			if (!(nr.state & NUD_INCOMPLETE))
+				neigh_trigger(r, nh);
+			return (nr.state & NUD_FAILED) ? -EHOSTUNREACH :
+			       -EAGAIN;
 		}
 		if (!triggered) {
 			neigh_trigger(r, nh);
@@ -570,8 +580,8 @@ static struct qps_nl_refused *refused_slot(struct qps_nl_route *r,
 	return &r->refused[(h >> 16) % QPS_NL_REFUSED_SLOTS];
 }
 
-int qps_nl_resolve(struct qps_nl_route *r, struct in_addr dst,
-		   uint8_t mac_out[6])
+static int nl_resolve(struct qps_nl_route *r, struct in_addr dst,
+		      uint8_t mac_out[6], bool wait)
 {
 	enum route_kind kind = ROUTE_NEXTHOP;
 	struct qps_nl_refused *said;
@@ -594,8 +604,10 @@ int qps_nl_resolve(struct qps_nl_route *r, struct in_addr dst,
 		memset(mac_out, 0xff, 6);
 	else if (!ret && kind == ROUTE_LOCAL)
 		ret = local_mac(r, dst, mac_out);
+	else if (!ret && !wait && r->quiet)
+		ret = -EHOSTUNREACH;	/* refused in this generation */
 	else if (!ret)
-		ret = neigh_wait(r, nh, mac_out);
+		ret = neigh_wait(r, nh, mac_out, wait);
 	if (!ret && kind == ROUTE_NEXTHOP)
 		nh_remember(r, nh, mac_out);
 	if (ret == -EHOSTUNREACH) {	/* what every refusal said */
@@ -607,4 +619,16 @@ int qps_nl_resolve(struct qps_nl_route *r, struct in_addr dst,
 	r->quiet = false;
 	pthread_mutex_unlock(&r->lock);
 	return ret;
+}
+
+int qps_nl_resolve(struct qps_nl_route *r, struct in_addr dst,
+		   uint8_t mac_out[6])
+{
+	return nl_resolve(r, dst, mac_out, true);
+}
+
+int qps_nl_resolve_nowait(struct qps_nl_route *r, struct in_addr dst,
+			  uint8_t mac_out[6])
+{
+	return nl_resolve(r, dst, mac_out, false);
 }

@@ -89,5 +89,9 @@ uint64_t qps_nl_route_gen(struct qps_nl_route *r);
  */
 int qps_nl_resolve(struct qps_nl_route *r, struct in_addr dst,
 		   uint8_t mac_out[6]);
+/* As qps_nl_resolve, but never waits: an unknown neighbour has the
+ * kernel start ARP and gives -EAGAIN (a later call finds it). */
+int qps_nl_resolve_nowait(struct qps_nl_route *r, struct in_addr dst,
+			  uint8_t mac_out[6]);
 
 #endif /* QPS_NL_NEIGH_H */

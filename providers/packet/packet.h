@@ -259,6 +259,8 @@ int qps_packet_route_open(struct qps_packet_dev *dev);
 void qps_packet_route_close(struct qps_packet_dev *dev);
 int qps_packet_resolve(struct qps_dev *dev, struct in_addr dst,
 		       uint8_t mac_out[6]);
+int qps_packet_resolve_nowait(struct qps_dev *dev, struct in_addr dst,
+			      uint8_t mac_out[6]);
 uint64_t qps_packet_route_gen(struct qps_dev *dev);
 
 /* packet_mcast.c */

@@ -323,6 +323,7 @@ const struct qps_provider_ops qps_packet_ops = {
 	.mcast_attach = qps_packet_mcast_attach,
 	.mcast_detach = qps_packet_mcast_detach,
 	.resolve = qps_packet_resolve,
+	.resolve_nowait = qps_packet_resolve_nowait,
 	.route_gen = qps_packet_route_gen,
 	.hold_port = packet_hold_port,
 	.poll_cq_ts = qps_packet_poll_cq_ts,

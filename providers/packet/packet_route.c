@@ -28,3 +28,9 @@ int qps_packet_resolve(struct qps_dev *d, struct in_addr dst,
 {
 	return qps_nl_resolve(&qps_packet_dev(d)->route, dst, mac_out);
 }
+
+int qps_packet_resolve_nowait(struct qps_dev *d, struct in_addr dst,
+			      uint8_t mac_out[6])
+{
+	return qps_nl_resolve_nowait(&qps_packet_dev(d)->route, dst, mac_out);
+}

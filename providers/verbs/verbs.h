@@ -222,6 +222,8 @@ int qps_verbs_hold_port(struct qps_dev *dev, int fd, struct in_addr addr,
 			uint16_t *port, unsigned int flags);
 int qps_verbs_resolve(struct qps_dev *dev, struct in_addr dst,
 		      uint8_t mac_out[6]);
+int qps_verbs_resolve_nowait(struct qps_dev *dev, struct in_addr dst,
+			     uint8_t mac_out[6]);
 uint64_t qps_verbs_route_gen(struct qps_dev *dev);
 int qps_verbs_mcast_attach(struct qps_dev *dev, struct in_addr group,
 			   struct in_addr source);

@@ -571,6 +571,7 @@ const struct qps_provider_ops qps_verbs_ops = {
 	.mcast_attach = qps_verbs_mcast_attach,
 	.mcast_detach = qps_verbs_mcast_detach,
 	.resolve = qps_verbs_resolve,
+	.resolve_nowait = qps_verbs_resolve_nowait,
 	.route_gen = qps_verbs_route_gen,
 	.modify_qp = qps_verbs_modify_qp,
 	.query_gid = qps_verbs_query_gid,

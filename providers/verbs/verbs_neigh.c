@@ -66,8 +66,8 @@ int qps_verbs_hold_port(struct qps_dev *dev, int fd, struct in_addr addr,
 	return qps_host_port_hold(&vd->ns, fd, addr, port, flags);
 }
 
-int qps_verbs_resolve(struct qps_dev *dev, struct in_addr dst,
-		      uint8_t mac_out[6])
+static int verbs_resolve(struct qps_dev *dev, struct in_addr dst,
+			 uint8_t mac_out[6], bool wait)
 {
 	struct qps_verbs_dev *vd = qps_verbs_dev(dev);
 	uint32_t h = ntohl(dst.s_addr);
@@ -95,7 +95,20 @@ int qps_verbs_resolve(struct qps_dev *dev, struct in_addr dst,
 			      inet_ntop(AF_INET, &dst, buf, sizeof(buf)));
 		return -EHOSTUNREACH;
 	}
-	return qps_nl_resolve(&vd->route, dst, mac_out);
+	return wait ? qps_nl_resolve(&vd->route, dst, mac_out) :
+		      qps_nl_resolve_nowait(&vd->route, dst, mac_out);
+}
+
+int qps_verbs_resolve(struct qps_dev *dev, struct in_addr dst,
+		      uint8_t mac_out[6])
+{
+	return verbs_resolve(dev, dst, mac_out, true);
+}
+
+int qps_verbs_resolve_nowait(struct qps_dev *dev, struct in_addr dst,
+			     uint8_t mac_out[6])
+{
+	return verbs_resolve(dev, dst, mac_out, false);
 }
 
 uint64_t qps_verbs_route_gen(struct qps_dev *dev)
