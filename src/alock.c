@@ -143,12 +143,11 @@ static void qps_alock_degrade(long err)
  * app_in: a membarrier, or once that fails, the fenced protocol. */
 static void qps_alock_barrier(void)
 {
-	long ret;
-
 	/* Relaxed: once set it stays set; seeing it late costs one more
 	 * membarrier attempt. */
 	if (!__atomic_load_n(&qps_alock_fenced, __ATOMIC_RELAXED)) {
-		ret = qps_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+		long ret = qps_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+
 		if (ret == 0)
 			return;
 		qps_alock_degrade(ret);
