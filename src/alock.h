@@ -30,8 +30,21 @@
  *    rarely and one that sends alone pays none; the flusher's, bounded by
  *    the bursts it rings, do not.
  *  - mutex (QPS_THREAD_MODE_MUTEX), and wherever membarrier is missing
- *    (old kernel, seccomp, ThreadSanitizer builds: TSan cannot see its
- *    barrier): a plain mutex.
+ *    at the context's creation (old kernel, seccomp, ThreadSanitizer
+ *    builds, gcc's or clang's: TSan cannot see its barrier): a plain
+ *    mutex, with one log line when the kernel refused.
+ *
+ * A membarrier refused after start (a seccomp filter installed later)
+ * must not leave a section unexcluded: the closer that met the refusal
+ * switches the process to fenced entries for good (qps_alock_fenced: the
+ * fast side then pays a full fence, the closer one too, the classic
+ * Dekker pair) and flushes every running thread once through a TLB
+ * shootdown (alock.c) so that a fast-side entry that read the switch
+ * before it was made is seen as well.
+ *
+ * The lock is not reentrant, and a signal handler that sends while its
+ * thread is in a send would enter it twice; tx.c refuses such a send
+ * before it takes any lock (docs/reliability.md).
  *
  * The owner never changes once set, so no thread but the owner ever
  * writes app_in in a biased lock: a thread that was never owner cannot
@@ -59,6 +72,10 @@ enum qps_alock_mode {
 #define QPS_ALOCK_BIAS_RUN	1024u
 #define QPS_ALOCK_BIAS_RUN_MAX	(1u << 16)
 
+/* Set once, when a membarrier failed after start: every fast-side entry
+ * from then on pays a full fence instead. */
+extern uint32_t qps_alock_fenced;
+
 struct qps_alock {
 	struct qps_mutex m;	/* every entry but the fast side's */
 	uint8_t mode;		/* enum qps_alock_mode, fixed at init */
@@ -74,9 +91,15 @@ struct qps_alock {
 	uint64_t lib_entries;	/* atomic: entries that paid a barrier */
 };
 
-/* Registers the process for expedited membarrier once; false when the
- * kernel (or a sandbox) refuses, and in ThreadSanitizer builds. */
-bool qps_alock_asym_available(void);
+/* Registers the process for expedited membarrier once and checks that
+ * a barrier still goes through (a seccomp filter may have come since):
+ * 0, -ENOTSUP in ThreadSanitizer builds or after a refusal at run time,
+ * or the kernel's -errno. */
+int qps_alock_asym_check(void);
+static inline bool qps_alock_asym_available(void)
+{
+	return qps_alock_asym_check() == 0;
+}
 /* Returns the mode the lock got: @mode, or QPS_ALOCK_MUTEX where
  * membarrier is unavailable. */
 enum qps_alock_mode qps_alock_init(struct qps_alock *l,
@@ -112,6 +135,12 @@ static inline void qps_alock_lock(struct qps_alock *l)
 	 * full barrier whenever a mutex holder needs it to be one,
 	 * ordering the store above before the load below. */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* Relaxed: a stale 0 is covered by the flush that follows its
+	 * store (qps_alock_degrade). Once set, the fence pairs with the
+	 * closer's own in qps_alock_barrier. */
+	if (__builtin_expect(__atomic_load_n(&qps_alock_fenced,
+					     __ATOMIC_RELAXED), 0))
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	/* Acquire: pairs with the release that opened the fast side
 	 * (qps_alock_unlock_lib, or qps_alock_count's turning the bias
 	 * on), so the mutex holder that was in and left is seen whole. */

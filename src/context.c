@@ -175,6 +175,7 @@ static int qps_ctx_thread_mode(struct qps_ctx *ctx,
 {
 	uint32_t mode = QPS_THREAD_MODE_MULTI;
 	const char *env = getenv("QPS_THREAD_MODE");
+	int asym;
 
 	if (attr && (attr->comp_mask & QPS_CTX_ATTR_THREAD_MODE)) {
 		mode = attr->thread_mode;
@@ -189,9 +190,15 @@ static int qps_ctx_thread_mode(struct qps_ctx *ctx,
 	if (mode > QPS_THREAD_MODE_MUTEX)
 		return -EINVAL;
 	ctx->lock_mode = QPS_ALOCK_MUTEX;
-	if (mode != QPS_THREAD_MODE_MUTEX && qps_alock_asym_available())
+	if (mode == QPS_THREAD_MODE_MUTEX)
+		return 0;
+	asym = qps_alock_asym_check();
+	if (asym == 0)
 		ctx->lock_mode = mode == QPS_THREAD_MODE_SINGLE ?
 				 QPS_ALOCK_SINGLE : QPS_ALOCK_BIASED;
+	else if (asym != -ENOTSUP)
+		qps_log_err("membarrier refused (%d): send queue locks are "
+			    "plain mutexes", asym);
 	return 0;
 }
 

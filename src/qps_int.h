@@ -158,6 +158,9 @@ struct qps_ctx {
 	/* enum qps_alock_mode of the send queues' locks: the thread mode,
 	 * as far as membarrier allows (alock.h). */
 	uint8_t lock_mode;
+	/* atomic: sends refused because their thread was already inside
+	 * one (a signal handler's: tx.c qps_tx_enter) */
+	uint64_t tx_nested;
 	uint64_t db_delay_ns;		/* bound on a postponed doorbell */
 	uint32_t busy_poll_us;		/* endpoints' QPS_OPT_BUSY_POLL */
 	uint32_t ipfrag_mem;		/* reassembly cap, bytes (ipfrag.h) */

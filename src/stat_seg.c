@@ -234,6 +234,8 @@ void qps_stat_mods(struct qps_ctx *ctx, struct qps_stats *m)
 	m->tx_queues = ctx->nsq;
 	m->csum_offload = ctx->csum_offload;
 	m->thread_single = ctx->lock_mode == QPS_ALOCK_SINGLE;
+	/* Relaxed: a counter. */
+	m->tx_nested = __atomic_load_n(&ctx->tx_nested, __ATOMIC_RELAXED);
 	for (i = 0; i < ctx->nsq; i++) {
 		m->tx_lock_barriers += __atomic_load_n(
 			&ctx->sq[i].lock.lib_entries, __ATOMIC_RELAXED);

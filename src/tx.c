@@ -270,9 +270,13 @@ int qps_tx_poll(struct qps_ctx *ctx, enum qps_txf cause)
 	return qps_tx_poll_some(ctx, cause, false);
 }
 
+static bool qps_tx_nested(void);
+
 /* A receive-only thread takes no send queue lock. */
 int qps_tx_poll_rx(struct qps_ctx *ctx)
 {
+	if (qps_tx_nested())
+		return 0;
 	return qps_tx_poll_some(ctx, QPS_TXF_POLL, true);
 }
 
@@ -1198,6 +1202,58 @@ QPS_TX_HOT ssize_t qps_tx_datagram(struct qps_ep *ep, const void *buf,
 	return ret < 0 ? ret : (ssize_t)len;
 }
 
+/*
+ * This thread is inside a send call. No send queue lock is reentrant,
+ * and a send from a signal handler (send(2) is async-signal-safe, and
+ * the preload makes every program's handler a qpsock caller) may
+ * interrupt its own thread's send anywhere: under a lock, or between a
+ * lock's steps. Such a send is refused before it takes anything.
+ * Initial-exec: the handler must not allocate the variable on first use.
+ */
+static __thread unsigned int qps_tx_inside
+	__attribute__((tls_model("initial-exec")));
+
+static int qps_tx_enter(struct qps_ep *ep)
+{
+	if (qps_tx_inside) {
+		/* Relaxed: a counter only read for stats. */
+		__atomic_add_fetch(&ep->ctx->tx_nested, 1, __ATOMIC_RELAXED);
+		return -EWOULDBLOCK;
+	}
+	qps_tx_inside = 1;
+	/* Compiler barrier: the mark is set before any lock is touched; a
+	 * handler on this thread is all that reads it. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static void qps_tx_leave(void)
+{
+	/* Compiler barrier: the mark goes only after every lock is left. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	qps_tx_inside = 0;
+}
+
+/* A receive from a handler may reap send completions, which takes the
+ * send queues' locks: not while its thread is inside a send. */
+static bool qps_tx_nested(void)
+{
+	return qps_tx_inside != 0;
+}
+
+static ssize_t qps_tx_datagram_once(struct qps_ep *ep, const void *buf,
+				    size_t len, int flags,
+				    const struct sockaddr_in *dst)
+{
+	ssize_t ret = qps_tx_enter(ep);
+
+	if (ret < 0)
+		return ret;
+	ret = qps_tx_datagram(ep, buf, len, flags, dst);
+	qps_tx_leave();
+	return ret;
+}
+
 ssize_t qps_send(struct qps_ep *ep, const void *buf, size_t len, int flags)
 {
 	QPS_ERRNO_GUARD;
@@ -1207,7 +1263,7 @@ ssize_t qps_send(struct qps_ep *ep, const void *buf, size_t len, int flags)
 		return ret;
 	if (!ep->connected)
 		return -EDESTADDRREQ;
-	return qps_tx_datagram(ep, buf, len, flags, NULL);
+	return qps_tx_datagram_once(ep, buf, len, flags, NULL);
 }
 
 /* The destination of a datagram: @dest, or NULL for the connected peer. */
@@ -1235,7 +1291,7 @@ ssize_t qps_sendto(struct qps_ep *ep, const void *buf, size_t len, int flags,
 	ret = qps_tx_dest(ep, dest, dest_len, &sin);
 	if (ret < 0)
 		return ret;
-	return qps_tx_datagram(ep, buf, len, flags, sin);
+	return qps_tx_datagram_once(ep, buf, len, flags, sin);
 }
 
 /* One message of a batch; @more: the doorbell may wait after it. */
@@ -1286,6 +1342,9 @@ int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,
 		return 0;
 	if (!msgs)
 		return -EFAULT;
+	ret = qps_tx_enter(ep);
+	if (ret < 0)
+		return ret;
 	run = (struct qps_tx_run){ .ctx = ep->ctx };
 	qps_tx_wait_init(&run.wait, ep);
 	dontwait = ep->nonblock || (flags & QPS_MSG_DONTWAIT);
@@ -1299,6 +1358,7 @@ int qps_sendmmsg(struct qps_ep *ep, struct qps_msg *msgs, unsigned int n,
 	for (j = i + 1; j < n; j++)
 		msgs[j].result = -ECANCELED;
 	ret = qps_tx_run_end(&run, more);
+	qps_tx_leave();
 	if (ret < 0 && i == n) {
 		/* The last doorbell failed: its chain is in tx_errors. */
 		msgs[n - 1].result = ret;

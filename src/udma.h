@@ -19,7 +19,17 @@
 
 #include <stdint.h>
 
+/* ThreadSanitizer: gcc defines __SANITIZE_THREAD__, clang answers
+ * __has_feature(thread_sanitizer) only. */
 #if defined(__SANITIZE_THREAD__)
+#define QPS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define QPS_TSAN 1
+#endif
+#endif
+
+#if defined(QPS_TSAN)
 #define QPS_UDMA_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #else
 #define QPS_UDMA_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)

@@ -18,6 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alock.h"
@@ -517,6 +525,379 @@ static void test_ctx_biased(void)
 	EQ(two.tx_lock_barriers, 0);
 }
 
+/* --- forked children: nested sends, membarrier refused ------------------- */
+
+/*
+ * Two application threads send on one context's one send queue (A, which
+ * the lock leans to, and B), a third receives. In the nested run a fourth
+ * thread signals A without pause, and A's handler sends too, on the same
+ * endpoint, whatever A is doing. Every datagram is checked: sent or
+ * refused-and-counted, and the receiver gets exactly the sent ones, once,
+ * whole. The child reports by exit code; a hang (a nested entry that
+ * deadlocks) is its parent's timeout.
+ */
+#define NS_A		60000u
+#define NS_B		20000u
+#define NS_H_MAX	200000u
+#define NS_WINDOW	48u
+#define NS_MAGIC	0x51707371u
+
+struct ns_dgram {
+	uint32_t magic;
+	uint32_t src;		/* 0 A, 1 B, 2 A's handler */
+	uint32_t seq;
+	uint32_t check;
+	uint8_t fill[48];
+};
+
+struct ns_run {
+	struct qps_ep *tx, *rx;
+	pthread_t a;
+	uint32_t attempted[3], sent[3], refused[3], herr;
+	uint32_t sent_total, got_total;	/* atomic */
+	uint32_t bad, dup;		/* receiver's */
+	int phase, done, kill_stop;	/* atomic */
+	int err[2];
+	uint8_t seen[3][NS_H_MAX];
+	uint8_t hsent[NS_H_MAX];
+};
+
+static struct ns_run *g_ns;
+
+static void ns_fill(struct ns_dgram *d, uint32_t src, uint32_t seq)
+{
+	size_t i;
+
+	d->magic = NS_MAGIC;
+	d->src = src;
+	d->seq = seq;
+	d->check = NS_MAGIC ^ (src << 24) ^ seq;
+	for (i = 0; i < sizeof(d->fill); i++)
+		d->fill[i] = (uint8_t)(src * 31 + seq + i);
+}
+
+static bool ns_whole(const struct ns_dgram *d)
+{
+	size_t i;
+
+	if (d->magic != NS_MAGIC || d->src > 2 || d->seq >= NS_H_MAX ||
+	    d->check != (NS_MAGIC ^ (d->src << 24) ^ d->seq))
+		return false;
+	for (i = 0; i < sizeof(d->fill); i++)
+		if (d->fill[i] != (uint8_t)(d->src * 31 + d->seq + i))
+			return false;
+	return true;
+}
+
+/* Runs on A only (the signal is sent to A): its counters are its own. */
+static void ns_handler(int sig)
+{
+	struct ns_run *r = g_ns;
+	struct ns_dgram d;
+	uint32_t seq = r->attempted[2];
+	ssize_t ret;
+
+	(void)sig;
+	/* Paced as the threads are (it cannot wait: it skips). */
+	if (seq >= NS_H_MAX ||
+	    __atomic_load_n(&r->sent_total, __ATOMIC_RELAXED) -
+	    __atomic_load_n(&r->got_total, __ATOMIC_ACQUIRE) > NS_WINDOW)
+		return;
+	r->attempted[2]++;
+	ns_fill(&d, 2, seq);
+	ret = qps_send(r->tx, &d, sizeof(d), QPS_MSG_DONTWAIT);
+	if (ret == (ssize_t)sizeof(d)) {
+		r->hsent[seq] = 1;
+		r->sent[2]++;
+		__atomic_add_fetch(&r->sent_total, 1, __ATOMIC_RELEASE);
+	} else if (ret == -EWOULDBLOCK) {
+		r->refused[2]++;
+	} else {
+		r->herr++;
+	}
+}
+
+static int ns_send_all(struct ns_run *r, uint32_t src, uint32_t from,
+		       uint32_t to)
+{
+	struct ns_dgram d;
+	uint32_t seq = from;
+	ssize_t ret;
+
+	uint64_t end;
+
+	while (seq < to) {
+		/* Paced to the receiver, which a lost datagram stalls: the
+		 * end's count then says what was lost. Acquire: pairs with
+		 * the receiver's release. */
+		end = t_now_ms() + 2000;
+		while (__atomic_load_n(&r->sent_total, __ATOMIC_RELAXED) -
+		       __atomic_load_n(&r->got_total, __ATOMIC_ACQUIRE) >
+		       NS_WINDOW)
+			if (t_now_ms() > end)
+				return -ETIMEDOUT;
+			else
+				sched_yield();
+		ns_fill(&d, src, seq);
+		ret = qps_send(r->tx, &d, sizeof(d), 0);
+		if (ret == -EINTR)
+			continue;
+		r->attempted[src]++;
+		if (ret != (ssize_t)sizeof(d))
+			return (int)ret;
+		r->sent[src]++;
+		__atomic_add_fetch(&r->sent_total, 1, __ATOMIC_RELEASE);
+		seq++;
+	}
+	return 0;
+}
+
+static void *ns_a(void *arg)
+{
+	struct ns_run *r = arg;
+
+	/* Alone first: the lock leans to A. */
+	r->err[0] = ns_send_all(r, 0, 0, 2 * QPS_ALOCK_BIAS_RUN);
+	__atomic_store_n(&r->phase, 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&r->phase, __ATOMIC_ACQUIRE) < 2)
+		sched_yield();
+	if (!r->err[0])
+		r->err[0] = ns_send_all(r, 0, 2 * QPS_ALOCK_BIAS_RUN, NS_A);
+	return NULL;
+}
+
+static void *ns_b(void *arg)
+{
+	struct ns_run *r = arg;
+
+	r->err[1] = ns_send_all(r, 1, 0, NS_B);
+	return NULL;
+}
+
+static void *ns_kill(void *arg)
+{
+	struct ns_run *r = arg;
+	volatile unsigned int i;
+
+	while (!__atomic_load_n(&r->kill_stop, __ATOMIC_ACQUIRE)) {
+		pthread_kill(r->a, SIGUSR1);
+		for (i = 0; i < 200; i++)
+			;
+	}
+	return NULL;
+}
+
+static void *ns_recv(void *arg)
+{
+	struct ns_run *r = arg;
+	struct ns_dgram d;
+	ssize_t ret;
+
+	for (;;) {
+		ret = qps_recv(r->rx, &d, sizeof(d), 0);
+		if (ret == -EAGAIN || ret == -ETIMEDOUT || ret == -EINTR) {
+			if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE))
+				break;
+			continue;
+		}
+		if (ret != (ssize_t)sizeof(d) || !ns_whole(&d)) {
+			r->bad++;
+			continue;
+		}
+		if (r->seen[d.src][d.seq]++)
+			r->dup++;
+		/* Release: pairs with the senders' acquire. */
+		__atomic_add_fetch(&r->got_total, 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+/* membarrier answers EPERM, in every thread of the process. */
+static int ns_seccomp(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {
+		.len = sizeof(f) / sizeof(f[0]),
+		.filter = f,
+	};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -1;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+		    SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
+		return -1;
+	return syscall(SYS_membarrier, 0, 0, 0) < 0 && errno == EPERM ? 0 : -1;
+}
+
+enum { NS_NO_FILTER, NS_FILTER_BEFORE, NS_FILTER_AFTER };
+
+/* The child's run; its exit code. */
+static int ns_child(bool nested, int filter)
+{
+	struct qps_ctx_attr at, br;
+	struct qps_ctx *a = NULL, *b = NULL;
+	struct sockaddr_in to = t_sin("198.18.0.2", 7000);
+	struct sockaddr_in fr = t_sin("198.18.0.1", 7001);
+	struct sigaction sa;
+	struct qps_stats st;
+	struct ns_run *r;
+	pthread_t tb, tk, tr;
+	int tmo = 300, code = 0;
+	uint32_t s, q, lost = 0, extra = 0;
+
+	t_wire_name(g_wire, sizeof(g_wire), "alock-ns");
+	at = t_emu_attr(g_wire, "198.18.0.1");
+	br = t_emu_attr(g_wire, "198.18.0.2");
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return 10;
+	g_ns = r;
+	if (filter == NS_FILTER_BEFORE && ns_seccomp() < 0)
+		return 11;
+	at.comp_mask |= QPS_CTX_ATTR_NUM_TXQ | QPS_CTX_ATTR_THREAD_MODE;
+	at.num_txq = 1;
+	at.thread_mode = QPS_THREAD_MODE_MULTI;
+	if (qps_ctx_create(&at, &a) || qps_ctx_create(&br, &b))
+		return 12;
+	if (qps_ep_create(a, QPS_EP_DGRAM, &r->tx) ||
+	    qps_ep_create(b, QPS_EP_DGRAM, &r->rx) ||
+	    qps_bind(r->tx, (struct sockaddr *)&fr, sizeof(fr)) ||
+	    qps_bind(r->rx, (struct sockaddr *)&to, sizeof(to)) ||
+	    qps_setopt(r->rx, QPS_OPT_RCVTIMEO, &tmo, sizeof(tmo)) ||
+	    qps_connect(r->tx, (struct sockaddr *)&to, sizeof(to)))
+		return 13;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = ns_handler;
+	sigemptyset(&sa.sa_mask);
+	if (nested && sigaction(SIGUSR1, &sa, NULL) < 0)
+		return 14;
+	if (pthread_create(&tr, NULL, ns_recv, r) ||
+	    pthread_create(&r->a, NULL, ns_a, r))
+		return 15;
+	while (__atomic_load_n(&r->phase, __ATOMIC_ACQUIRE) < 1)
+		sched_yield();
+	if (filter == NS_FILTER_AFTER && ns_seccomp() < 0)
+		return 16;
+	if (pthread_create(&tb, NULL, ns_b, r) ||
+	    (nested && pthread_create(&tk, NULL, ns_kill, r)))
+		return 17;
+	__atomic_store_n(&r->phase, 2, __ATOMIC_RELEASE);
+	pthread_join(tb, NULL);
+	pthread_join(r->a, NULL);
+	if (nested) {
+		__atomic_store_n(&r->kill_stop, 1, __ATOMIC_RELEASE);
+		pthread_join(tk, NULL);
+	}
+	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+	pthread_join(tr, NULL);
+	for (s = 0; s < 3; s++)
+		for (q = 0; q < NS_H_MAX; q++) {
+			bool sent = s == 0 ? q < r->sent[0] :
+				    s == 1 ? q < r->sent[1] : r->hsent[q];
+
+			if (sent && !r->seen[s][q])
+				lost++;
+			else if (!sent && r->seen[s][q])
+				extra++;
+		}
+	st = t_ctx_stats(b);
+	fprintf(stderr, "ns: rx_packets %llu queue_full %llu dev_rx_drops "
+		"%llu\n", (unsigned long long)st.rx_packets,
+		(unsigned long long)st.rx_queue_full,
+		(unsigned long long)st.dev_rx_drops);
+	st = t_ctx_stats(a);
+	fprintf(stderr, "ns: tx_packets %llu tx_errors %llu dev_tx_drops "
+		"%llu\n", (unsigned long long)st.tx_packets,
+		(unsigned long long)st.tx_errors,
+		(unsigned long long)st.dev_tx_drops);
+	fprintf(stderr, "ns: A %u/%u B %u/%u handler: %u sent %u refused "
+		"%u failed of %u; tx_nested %llu; lost %u extra %u dup %u "
+		"bad %u\n", r->sent[0], NS_A, r->sent[1], NS_B, r->sent[2],
+		r->refused[2], r->herr, r->attempted[2],
+		(unsigned long long)st.tx_nested, lost, extra, r->dup, r->bad);
+	if (r->err[0] || r->err[1] || r->herr)
+		code = 20;
+	else if (r->sent[0] != NS_A || r->sent[1] != NS_B ||
+		 r->sent[2] + r->refused[2] != r->attempted[2])
+		code = 21;
+	else if (lost || extra || r->dup || r->bad)
+		code = 22;
+	else if (nested && (!r->attempted[2] || !st.tx_nested))
+		code = 23;
+	else if (st.tx_nested > r->refused[2])
+		code = 24;
+	qps_ctx_destroy(a);
+	qps_ctx_destroy(b);
+	return code;
+}
+
+/* Runs ns_child in a child, its stderr in @log (or inherited: NULL). */
+static int ns_fork(bool nested, int filter, char *log, size_t loglen)
+{
+	char path[] = "/tmp/qps-alock-XXXXXX";
+	int fd = -1, pid, st;
+	ssize_t n;
+
+	if (log) {
+		fd = mkstemp(path);
+		CU_ASSERT_FATAL(fd >= 0);
+		unlink(path);
+	}
+	fflush(NULL);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (!pid) {
+		if (fd >= 0)
+			dup2(fd, 2);
+		_exit(ns_child(nested, filter));
+	}
+	st = t_wait_child(pid, 120000);
+	if (st < 0 || st >= 128)
+		t_stat_reap(pid);
+	if (log) {
+		n = pread(fd, log, loglen - 1, 0);
+		log[n > 0 ? n : 0] = '\0';
+		fputs(log, stderr);
+		close(fd);
+	}
+	return st;
+}
+
+/*
+ * A signal handler sends while its thread is inside a send, beside a
+ * second sending thread: no section runs beside another (no datagram
+ * lost, doubled or torn, no deadlock), and the nested sends are refused
+ * with -EWOULDBLOCK and counted in tx_nested.
+ */
+static void test_nested_send(void)
+{
+	EQ(ns_fork(true, NS_NO_FILTER, NULL, 0), 0);
+}
+
+/*
+ * membarrier refused by a seccomp filter, installed before the context's
+ * creation (its locks are plain mutexes, said once) and after it, once A
+ * owns the lock (the first closing goes over to fenced entries, said
+ * once): both threads' datagrams all arrive, once, whole.
+ */
+static void test_membarrier_refused(void)
+{
+	char log[4096];
+
+	if (!asym_or_skip("membarrier refused"))
+		return;
+	EQ(ns_fork(false, NS_FILTER_BEFORE, log, sizeof(log)), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(log, "membarrier refused"));
+	EQ(ns_fork(false, NS_FILTER_AFTER, log, sizeof(log)), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(log, "membarrier failed after start"));
+}
+
 static CU_TestInfo tests[] = {
 	{ "without membarrier: one mutex", test_fallback_is_mutex },
 	{ "app side: no read-modify-write", test_app_side_plain },
@@ -531,6 +912,9 @@ static CU_TestInfo tests[] = {
 	{ "thread_mode: attribute and environment", test_ctx_attr },
 	{ "multi-threaded context: a queue leans to its one sender",
 	  test_ctx_biased },
+	{ "a handler sends inside its thread's send", test_nested_send },
+	{ "membarrier refused before and after start",
+	  test_membarrier_refused },
 	CU_TEST_INFO_NULL,
 };
 

@@ -821,6 +821,88 @@ static void test_sq_full_sleeps(void)
 	t_suite_end();
 }
 
+struct drainer {
+	struct qps_ep *ep;
+	pthread_t th;
+	int stop;
+};
+
+/* A blocking receive on the senders' context, round after round: it
+ * drains the device's event, which the sleeping senders' CQ shares. */
+static void *drain_run(void *arg)
+{
+	struct drainer *d = arg;
+	char buf[64];
+
+	while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE))
+		(void)qps_recv(d->ep, buf, sizeof(buf), 0);
+	return NULL;
+}
+
+#define N_BLOCKED 4
+#define N_ROUNDS 30
+
+/*
+ * Four senders asleep on one full send queue, a receiver on the same
+ * context draining the shared completion event, then the device completes
+ * every send and stops: each sender takes a freed slot and returns before
+ * its SNDTIMEO. A wake-up lost among them (a sender asleep with its CQ
+ * disarmed) shows as -EAGAIN at the timeout.
+ */
+static void test_sq_full_many_blocked(void)
+{
+	struct sockaddr_in dst = t_sin("198.18.0.79", 9000);
+	struct qps_ctx *tx, *rx;
+	struct qps_ep *out, *in;
+	struct qps_stats a, c;
+	struct blocked b[N_BLOCKED];
+	struct drainer d = { .stop = 0 };
+	uint64_t t0, ms, worst = 0;
+	int ok, got = 0, i, round, tmo = 1500, rtmo = 100;
+
+	in = receiver(&rx, "198.18.0.79", 256);
+	out = sender(&tx, "198.18.0.78", TX_DEPTH, &dst);
+	T_EQ(qps_setopt(out, QPS_OPT_RCVTIMEO, &rtmo, sizeof(rtmo)), 0);
+	qps_emu_set_stepping(tx->dev, true);
+	ok = fill_sq(out);
+	T_EQ(qps_setopt(out, QPS_OPT_SNDTIMEO, &tmo, sizeof(tmo)), 0);
+	d.ep = out;
+	T_EQ_FATAL(pthread_create(&d.th, NULL, drain_run, &d), 0);
+	for (round = 0; round < N_ROUNDS; round++) {
+		if (round)
+			ok += fill_sq(out);
+		for (i = 0; i < N_BLOCKED; i++)
+			blocked_start(&b[i], out, 0);
+		t_sleep_ms(50);
+		for (i = 0; i < N_BLOCKED; i++)
+			T_EQ(__atomic_load_n(&b[i].done, __ATOMIC_ACQUIRE), 0);
+		t0 = clock_us(CLOCK_MONOTONIC);
+		T_GE(qps_emu_step(tx->dev, 4 * TX_DEPTH), 1);
+		for (i = 0; i < N_BLOCKED; i++) {
+			ms = blocked_join(&b[i], tx, t0);
+			worst = ms > worst ? ms : worst;
+			T_EQ(b[i].ret, 1);
+			ok += b[i].ret == 1;
+		}
+		/* Within the receiver's 256 buffers each round. */
+		t_sleep_ms(5);
+		got += recv_all(in);
+	}
+	printf("\n    %d rounds of %d: the last woken %llu ms after room",
+	       N_ROUNDS, N_BLOCKED, (unsigned long long)worst);
+	printf("\n");
+	__atomic_store_n(&d.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(d.th, NULL);
+	qps_emu_set_stepping(tx->dev, false);
+	T_GE(qps_ctx_flush(tx), 0);
+	T_GE(qps_ctx_progress(tx), 0);
+	t_sleep_ms(20);
+	got += recv_all(in);
+	t_check_delivery(tx, rx, (uint64_t)ok, (uint64_t)got, &a, &c);
+	T_EQ(got, ok);
+	t_suite_end();
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -837,6 +919,8 @@ int main(void)
 		  test_sq_full_sndtimeo },
 		{ "send queue full: the blocked sender sleeps",
 		  test_sq_full_sleeps },
+		{ "send queue full: four blocked senders all wake",
+		  test_sq_full_many_blocked },
 		{ "no posted receive buffers", test_rx_no_buffers },
 		{ "endpoint receive queue full", test_rxq_full },
 		{ "CQ overrun: reported once, recovers", test_cq_overrun },

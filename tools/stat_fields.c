@@ -90,6 +90,7 @@ const struct sf_field sf_fields[] = {
 	SF("thread mode", thread_single),
 	SF("thread mode", tx_lock_barriers),
 	SF("thread mode", tx_lock_biased),
+	SF("thread mode", tx_nested),
 };
 
 const unsigned int sf_nfields = sizeof(sf_fields) / sizeof(sf_fields[0]);
@@ -174,5 +175,6 @@ _Static_assert(SF_N(tx_packets) +
 	       SF_N(rx_mc_loop_off) +
 	       SF_N(csum_offload) +
 	       SF_N(thread_single) +
-	       SF_N(tx_lock_barriers) + SF_N(tx_lock_biased) == sizeof(struct qps_stats) / sizeof(uint64_t),
+	       SF_N(tx_lock_barriers) + SF_N(tx_lock_biased) +
+	       SF_N(tx_nested) == sizeof(struct qps_stats) / sizeof(uint64_t),
 	       "sf_fields lists every field of struct qps_stats");

@@ -382,6 +382,9 @@ struct qps_stats {
 					 * queue leaning to another */
 	uint64_t tx_lock_biased;	/* gauge: send queues whose lock
 					 * leans to one thread now */
+	uint64_t tx_nested;		/* sends refused (-EWOULDBLOCK):
+					 * their thread was inside a send
+					 * already (a signal handler's) */
 };
 
 /**
