@@ -432,12 +432,15 @@ static int qps_rxq_grow_locked(struct qps_ep *ep)
 	if (cap > QPS_RCVBUF_MAX)
 		cap = QPS_RCVBUF_MAX;
 	q = malloc((size_t)cap * sizeof(*q));
-	if (q && ep->rxts && !(ts = calloc(cap, sizeof(*ts)))) {
-		free(q);
-		q = NULL;
-	}
 	if (!q)
 		return -ENOMEM;
+	if (ep->rxts) {
+		ts = calloc(cap, sizeof(*ts));
+		if (!ts) {
+			free(q);
+			return -ENOMEM;
+		}
+	}
 	for (i = 0, at = ep->rxq_head; i < ep->rxq_count; i++) {
 		q[i] = ep->rxq[at];
 		if (ts)
