@@ -401,3 +401,10 @@ int t_stat_reap(int pid)
 	closedir(d);
 	return n;
 }
+
+int t_under_valgrind(void)
+{
+	const char *p = getenv("LD_PRELOAD");
+
+	return p && strstr(p, "vgpreload") != NULL;
+}

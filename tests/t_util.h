@@ -141,6 +141,11 @@ uint32_t t_ip4(const char *s);
 const char *t_provider(void);
 int t_provider_is(const char *name);
 
+/* Whether the test runs under valgrind, whose core does not model some
+ * calls (membarrier, seccomp's effect on them, mount): tests of those
+ * skip there with a message. */
+int t_under_valgrind(void);
+
 /*
  * Per-provider exclusions, listed in one table in t_util.c (and in
  * docs/verbs.md) with their reason: true, after printing the reason, when

@@ -585,8 +585,12 @@ static int steer(int fd, unsigned int i)
 	struct sock_filter code[] = {
 		BPF_STMT(BPF_RET | BPF_K, i),
 	};
-	struct sock_fprog prog = { .len = 1, .filter = code };
+	struct sock_fprog prog;
 
+	/* Zeroed whole: the padding after len goes to the kernel too. */
+	memset(&prog, 0, sizeof(prog));
+	prog.len = 1;
+	prog.filter = code;
 	return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog,
 			  sizeof(prog));
 }
