@@ -127,6 +127,10 @@ struct qps_xdp_flow {
 struct qps_xdp_tx_owner {
 	struct qps_xdp_qp *qp;
 	uint32_t sq_idx;
+	uint32_t len;
+	bool busy;		/* on the TX ring: the kernel's */
+	bool requeue;		/* dropped at the device: send again */
+	bool failed;		/* dropped at the device: an error */
 };
 
 struct qps_xdp_dev {
@@ -166,6 +170,10 @@ struct qps_xdp_dev {
 	uint32_t tx_nfree;
 	struct qps_xdp_tx_owner *tx_owner;	/* per send-half frame */
 	bool kick_pending;
+	bool down_said;		/* the interface-down message was given */
+	bool carrier_wait;	/* the device drops: kick once it has one */
+	uint64_t carrier_ns;	/* last look at the carrier */
+	int carrier_fd;		/* for ETHTOOL_GLINK, or -1 */
 	uint64_t rekicks;
 
 	pthread_mutex_t lock;	/* lists below; lock order: before the others */

@@ -136,6 +136,8 @@ static void dev_free(struct qps_xdp_dev *dev)
 		close(dev->epfd);
 	if (dev->evfd >= 0)
 		close(dev->evfd);
+	if (dev->carrier_fd >= 0)
+		close(dev->carrier_fd);
 	qps_host_ns_close(&dev->ns);
 	pthread_mutex_destroy(&dev->lock);
 	pthread_mutex_destroy(&dev->rx_lock);
@@ -151,6 +153,13 @@ static int epoll_add(int epfd, int fd)
 
 	ev.data.fd = fd;
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+/* The socket the send side asks whether the carrier is back (ETHTOOL_GLINK,
+ * xdp_tx.c), made in the device's namespace; without it, kicks go on. */
+static void carrier_open(struct qps_xdp_dev *dev)
+{
+	dev->carrier_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 }
 
 static int dev_setup(struct qps_xdp_dev *dev, const char *name,
@@ -189,6 +198,7 @@ static int dev_setup(struct qps_xdp_dev *dev, const char *name,
 	/* Every WR is copied at post time, so every frame is "inline". */
 	dev->info.max_inline = dev->info.mtu + QPS_XDP_ETH_HLEN;
 	dev->info.caps = QPS_DEV_CAP_FLOW | QPS_DEV_CAP_MC_GROUP_RULE;
+	carrier_open(dev);
 	ret = qps_host_ns_open(&dev->ns);
 	if (ret < 0)
 		return ret;
@@ -225,6 +235,7 @@ static int xdp_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
 		return -ENOMEM;
 	dev->epfd = -1;
 	dev->evfd = -1;
+	dev->carrier_fd = -1;
 	dev->link_fd = -1;
 	dev->xsk_fd = -1;
 	dev->ns.fd = -1;

@@ -17,6 +17,10 @@
  *          their first fragment, which recorded (src, dst, id) here when
  *          it was redirected; a later fragment that arrives before its
  *          first is the kernel's
+ * An IPv4 frame too broken to read (short, version not 4, IHL below 5, a
+ * UDP header beyond the end) is redirected too: the kernel would only
+ * drop it, and the core's parser counts it (as packet's filters hand
+ * such frames over).
  * A frame is only ever redirected or passed, never dropped here; which
  * of the context's rules takes it is decided again in user space.
  */
@@ -130,8 +134,9 @@ int qps_xdp_steer(struct xdp_md *ctx)
 	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
 		return XDP_PASS;
 	ip = (void *)(eth + 1);
-	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5 ||
-	    ip->protocol != IPPROTO_UDP)
+	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
+		return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	if (ip->protocol != IPPROTO_UDP)
 		return XDP_PASS;
 	c = bpf_map_lookup_elem(&cfg, &zero);
 	if (!c)
@@ -146,7 +151,9 @@ int qps_xdp_steer(struct xdp_md *ctx)
 		return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 	}
 	udp = (void *)ip + ip->ihl * 4;
-	if ((void *)(udp + 1) > end || !wanted(ctx, c, eth, ip, udp))
+	if ((void *)(udp + 1) > end)
+		return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	if (!wanted(ctx, c, eth, ip, udp))
 		return XDP_PASS;
 	if (frag & 0x2000)
 		bpf_map_update_elem(&frags, &fk, &one, BPF_ANY);

@@ -19,16 +19,60 @@
  * memory region) takes no frame and completes with an error in its place
  * in the order, counted in tx_drops.
  *
+ * The interface down, a kick fails (ENETDOWN) and the kernel leaves the
+ * descriptors on the ring, to send whenever it is up again. The frames
+ * then complete with an error instead, as packet's do: each descriptor
+ * the kernel has not taken is rewritten to point outside the UMEM, which
+ * the kernel skips as invalid and never completes, and its frame is ours
+ * again at once. Should the kernel have read one just before (it drives
+ * the ring from poll() on the socket too), that frame may still leave;
+ * a frame that is no longer busy is never freed twice.
+ *
+ * The carrier gone, the kernel takes a frame from the ring, the device
+ * drops it and the kick fails with EBUSY; the frame still comes back
+ * through the completion ring. It is put on the ring again (it was the
+ * last one there, so the order holds; otherwise it completes with an
+ * error), and kicks stop until the driver says the carrier is back
+ * (ETHTOOL_GLINK, asked once a millisecond at most): meanwhile the
+ * frames wait on the ring and a full ring pushes back on senders, as on
+ * packet.
+ *
  * One lock, dev->tx_lock, for the rings and every SQ: the TX ring has one
  * producer.
  */
 #include "xdp.h"
 
 #include <errno.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #define XDP_MAX_REKICKS 256
+
+/* A frame the device dropped, on the ring again; false when there is no
+ * room. tx_lock held. */
+static bool tx_requeue(struct qps_xdp_dev *dev, uint64_t addr,
+		       struct qps_xdp_tx_owner *o)
+{
+	uint32_t idx = 0;
+	struct xdp_desc *d;
+
+	if (xsk_ring_prod__reserve(&dev->tx, 1, &idx) != 1)
+		return false;
+	d = xsk_ring_prod__tx_desc(&dev->tx, idx);
+	d->addr = addr;
+	d->len = o->len;
+	d->options = 0;
+	o->requeue = false;
+	/* Release: pairs with the kernel's acquire of the producer. */
+	xsk_ring_prod__submit(&dev->tx, 1);
+	return true;
+}
 
 /* Take back the frames the kernel is done with. tx_lock held. */
 static void tx_reap(struct qps_xdp_dev *dev)
@@ -44,9 +88,24 @@ static void tx_reap(struct qps_xdp_dev *dev)
 		if (fi < QPS_XDP_RING || fi >= QPS_XDP_NFRAMES)
 			continue;	/* never ours to send: ignore */
 		o = &dev->tx_owner[fi - QPS_XDP_RING];
-		if (o->qp)
-			o->qp->sq[o->sq_idx & (o->qp->sq_cnt - 1)].done = true;
+		if (!o->busy)
+			continue;	/* voided: freed already */
+		if (o->requeue && tx_requeue(dev, addr, o))
+			continue;
+		if (o->qp) {
+			struct qps_xdp_swqe *e =
+				&o->qp->sq[o->sq_idx & (o->qp->sq_cnt - 1)];
+
+			e->done = true;
+			if (o->failed) {
+				e->status = IBV_WC_GENERAL_ERR;
+				qps_xdp_count(&o->qp->tx_drops, 1);
+			}
+		}
+		o->requeue = false;
+		o->failed = false;
 		o->qp = NULL;
+		o->busy = false;
 		dev->tx_free[dev->tx_nfree++] = fi * QPS_XDP_FRAME_SIZE;
 	}
 	if (n)
@@ -62,17 +121,112 @@ static uint32_t tx_queued(const struct qps_xdp_dev *dev)
 	       __atomic_load_n(dev->tx.consumer, __ATOMIC_ACQUIRE);
 }
 
+/* The interface is down: what the kernel has not taken completes with an
+ * error (see top). tx_lock held. */
+static void tx_void(struct qps_xdp_dev *dev)
+{
+	uint32_t i = __atomic_load_n(dev->tx.consumer, __ATOMIC_ACQUIRE);
+
+	for (; i != dev->tx.cached_prod; i++) {
+		struct xdp_desc *d = xsk_ring_prod__tx_desc(&dev->tx, i);
+		uint64_t fi = d->addr / QPS_XDP_FRAME_SIZE;
+		struct qps_xdp_tx_owner *o;
+		struct qps_xdp_swqe *e;
+
+		if (fi < QPS_XDP_RING || fi >= QPS_XDP_NFRAMES)
+			continue;	/* voided already */
+		o = &dev->tx_owner[fi - QPS_XDP_RING];
+		d->addr = dev->area_len;
+		d->len = 0;
+		if (!o->busy)
+			continue;
+		if (o->qp) {
+			e = &o->qp->sq[o->sq_idx & (o->qp->sq_cnt - 1)];
+			e->status = IBV_WC_GENERAL_ERR;
+			e->done = true;
+			qps_xdp_count(&o->qp->tx_drops, 1);
+		}
+		o->qp = NULL;
+		o->busy = false;
+		dev->tx_free[dev->tx_nfree++] = fi * QPS_XDP_FRAME_SIZE;
+	}
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The driver says the carrier is gone (netif_carrier_ok, at once; the
+ * flags' IFF_RUNNING follows only later). */
+static bool link_down(const struct qps_xdp_dev *dev)
+{
+	struct ethtool_value ev = { .cmd = ETHTOOL_GLINK };
+	struct ifreq ifr;
+
+	if (dev->carrier_fd < 0)
+		return false;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, dev->info.name, IF_NAMESIZE - 1);
+	ifr.ifr_data = (void *)&ev;
+	return ioctl(dev->carrier_fd, SIOCETHTOOL, &ifr) == 0 && !ev.data;
+}
+
+/* Whether kicks may go: not while the carrier is known gone. */
+static bool tx_carrier(struct qps_xdp_dev *dev)
+{
+	uint64_t now;
+
+	if (!dev->carrier_wait)
+		return true;
+	now = now_ns();
+	if (now - dev->carrier_ns < 1000000u)
+		return false;
+	dev->carrier_ns = now;
+	if (link_down(dev))
+		return false;
+	dev->carrier_wait = false;
+	return true;
+}
+
+/* The kick failed with EBUSY: the device dropped the frame the kernel
+ * took last (see top). tx_lock held. */
+static void tx_dropped(struct qps_xdp_dev *dev)
+{
+	uint32_t cons = __atomic_load_n(dev->tx.consumer, __ATOMIC_ACQUIRE);
+	const struct xdp_desc *d = xsk_ring_prod__tx_desc(&dev->tx, cons - 1);
+	uint64_t fi = d->addr / QPS_XDP_FRAME_SIZE;
+	struct qps_xdp_tx_owner *o;
+
+	if (fi < QPS_XDP_RING || fi >= QPS_XDP_NFRAMES)
+		return;
+	o = &dev->tx_owner[fi - QPS_XDP_RING];
+	if (!o->busy)
+		return;
+	if (cons == dev->tx.cached_prod)
+		o->requeue = true;
+	else
+		o->failed = true;
+	dev->carrier_wait = true;
+	dev->carrier_ns = now_ns();
+}
+
 /* The doorbell and its continuations. tx_lock held; @qp is charged. */
 static void tx_kick(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp,
 		    bool count)
 {
 	unsigned int i;
 
-	for (i = 0; i < XDP_MAX_REKICKS; i++) {
+	for (i = 0; i < XDP_MAX_REKICKS && tx_carrier(dev); i++) {
 		uint32_t before = tx_queued(dev);
 		ssize_t r = sendto(dev->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
 		int err = r < 0 ? errno : 0;
 
+		if (err == EBUSY)
+			tx_dropped(dev);
 		if (count && i == 0)
 			qps_xdp_count(&qp->doorbells, 1);
 		else
@@ -82,6 +236,16 @@ static void tx_kick(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp,
 			dev->kick_pending = false;
 			return;
 		}
+		if (err == ENETDOWN || err == ENXIO) {
+			if (!dev->down_said)
+				qps_xdp_log("%s is down: %u frame(s) completed "
+					    "with an error", dev->info.name,
+					    tx_queued(dev));
+			dev->down_said = true;
+			tx_void(dev);
+			break;
+		}
+		dev->down_said = false;
 		if (err != EAGAIN && err != EBUSY && err != ENOBUFS &&
 		    err != EINTR && err != 0)
 			break;
@@ -196,6 +360,10 @@ int qps_xdp_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
 			d->options = 0;
 			o->qp = qp;
 			o->sq_idx = qp->sq_head;
+			o->len = len;
+			o->busy = true;
+			o->requeue = false;
+			o->failed = false;
 			in_ring++;
 			qps_xdp_count(&qp->wqes, 1);
 		} else {
