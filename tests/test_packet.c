@@ -337,6 +337,37 @@ static void test_open_errors(void)
 	CU_ASSERT_FATAL(pid > 0);
 	CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
 	CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	/* A context killed without closing leaves nothing on the
+	 * interface (xdp: its program goes with the process, a bpf_link),
+	 * and the next one opens. */
+	pid = fork();
+	if (pid == 0) {
+		if (ctx_open(if_a, NULL, &ctx) != 0)
+			_exit(1);
+		kill(getpid(), SIGKILL);
+		_exit(1);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+	CU_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	CU_ASSERT_EQUAL_FATAL(ctx_open(if_a, NULL, &ctx), 0);
+	/* An interface with another XDP program on it (here: this
+	 * context's) refuses an xdp context. */
+	if (steals_from_host()) {
+		struct qps_ctx *ctx2 = NULL;
+
+		CU_ASSERT_EQUAL(ctx_open(if_a, NULL, &ctx2), -EBUSY);
+		CU_ASSERT_PTR_NULL(ctx2);
+	}
+	CU_ASSERT_EQUAL(qps_ctx_destroy(ctx), 0);
+	{
+		char cmd[160];
+
+		snprintf(cmd, sizeof(cmd), "ip -n %s link show %s | grep -q "
+			 "' xdp'", ns_a, if_a);
+		CU_ASSERT_NOT_EQUAL(system(cmd), 0);
+	}
 }
 
 /* --- qpsock -> kernel ------------------------------------------------- */
