@@ -48,7 +48,7 @@
 #define QPS_XDP_FRAME_SIZE 4096u
 /* Frames per ring and per half of the UMEM. */
 #define QPS_XDP_RING 2048u
-#define QPS_XDP_NFRAMES (2 * QPS_XDP_RING)
+#define QPS_XDP_NFRAMES 4096u	/* 2 * QPS_XDP_RING */
 /* In copy mode the kernel writes a received frame after this much
  * headroom (XDP_PACKET_HEADROOM), so a frame holds this much less. */
 #define QPS_XDP_RX_HEADROOM 256u
@@ -246,7 +246,7 @@ int qps_xdp_post_send(struct qps_qp *qp, struct ibv_send_wr *wr,
 int qps_xdp_tx_poll(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp, int num,
 		    struct ibv_wc *wc);
 /* The QP is going: its frames in flight stop naming it. tx_lock held. */
-void qps_xdp_tx_forget(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp);
+void qps_xdp_tx_forget(struct qps_xdp_dev *dev, const struct qps_xdp_qp *qp);
 
 /* xdp_rx.c */
 int qps_xdp_post_recv(struct qps_qp *qp, struct ibv_recv_wr *wr,

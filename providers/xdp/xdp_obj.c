@@ -17,13 +17,17 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <linux/if_link.h>
+#include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 static int link_try(struct qps_xdp_dev *dev, int prog_fd, uint32_t flags)
 {
-	LIBBPF_OPTS(bpf_link_create_opts, o, .flags = flags);
+	struct bpf_link_create_opts o;
 
+	memset(&o, 0, sizeof(o));
+	o.sz = sizeof(o);
+	o.flags = flags;
 	/* libbpf 1.x returns the descriptor or -errno. */
 	return bpf_link_create(prog_fd, dev->ifindex, BPF_XDP, &o);
 }
@@ -74,14 +78,19 @@ int qps_xdp_cfg_write(struct qps_xdp_dev *dev)
 
 int qps_xdp_obj_attach(struct qps_xdp_dev *dev)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .object_name = "qps_xdp");
+	struct bpf_object_open_opts oo;
 	struct bpf_program *prog;
 	int ret;
 
+	memset(&oo, 0, sizeof(oo));
+	oo.sz = sizeof(oo);
+	oo.object_name = "qps_xdp";
 	dev->obj = bpf_object__open_mem(qps_xdp_prog_obj,
 					qps_xdp_prog_obj_len, &oo);
-	if (!dev->obj)
-		return -errno ? -errno : -EINVAL;
+	if (!dev->obj) {
+		ret = errno;
+		return ret > 0 ? -ret : -EINVAL;
+	}
 	ret = bpf_object__load(dev->obj);
 	if (ret < 0) {
 		if (ret == -EPERM || ret == -EACCES)

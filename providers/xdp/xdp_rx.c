@@ -198,7 +198,8 @@ static int rx_one(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp,
 }
 
 /* Completions made for @cq's QPs by polls of other CQs. dev->lock held. */
-static int rx_stashed(struct qps_xdp_dev *dev, struct qps_cq *cq, int num,
+static int rx_stashed(struct qps_xdp_dev *dev, const struct qps_cq *cq,
+		      int num,
 		      struct ibv_wc *wc)
 {
 	struct qps_xdp_qp *qp;
@@ -217,7 +218,7 @@ static int rx_stashed(struct qps_xdp_dev *dev, struct qps_cq *cq, int num,
 
 /* Move up to @max ring frames, @wc taking those of @cq's QPs (*@n of
  * them); returns the frames moved. rx_lock and dev->lock held. */
-static uint32_t rx_ring(struct qps_xdp_dev *dev, struct qps_cq *cq,
+static uint32_t rx_ring(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 			uint32_t max, struct ibv_wc *wc, int *n, bool *stashed)
 {
 	uint32_t idx = 0, fidx = 0, got, i;
@@ -226,9 +227,13 @@ static uint32_t rx_ring(struct qps_xdp_dev *dev, struct qps_cq *cq,
 	if (!got) {
 		/* Nothing: let the kernel fill the ring when it must be
 		 * woken, or busy-poll the device's queue. */
-		if (xsk_ring_prod__needs_wakeup(&dev->fq) || dev->busy_poll)
-			(void)recvfrom(dev->xsk_fd, NULL, 0, MSG_DONTWAIT,
+		if (xsk_ring_prod__needs_wakeup(&dev->fq) || dev->busy_poll) {
+			/* Length 0: the kernel reads no buffer. */
+			static uint8_t none;
+
+			(void)recvfrom(dev->xsk_fd, &none, 0, MSG_DONTWAIT,
 				       NULL, NULL);
+		}
 		return 0;
 	}
 	/* The fill ring has room for every frame of the RX half, and only

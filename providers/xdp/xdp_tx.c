@@ -131,7 +131,6 @@ static void tx_void(struct qps_xdp_dev *dev)
 		struct xdp_desc *d = xsk_ring_prod__tx_desc(&dev->tx, i);
 		uint64_t fi = d->addr / QPS_XDP_FRAME_SIZE;
 		struct qps_xdp_tx_owner *o;
-		struct qps_xdp_swqe *e;
 
 		if (fi < QPS_XDP_RING || fi >= QPS_XDP_NFRAMES)
 			continue;	/* voided already */
@@ -141,7 +140,9 @@ static void tx_void(struct qps_xdp_dev *dev)
 		if (!o->busy)
 			continue;
 		if (o->qp) {
-			e = &o->qp->sq[o->sq_idx & (o->qp->sq_cnt - 1)];
+			struct qps_xdp_swqe *e =
+				&o->qp->sq[o->sq_idx & (o->qp->sq_cnt - 1)];
+
 			e->status = IBV_WC_GENERAL_ERR;
 			e->done = true;
 			qps_xdp_count(&o->qp->tx_drops, 1);
@@ -222,7 +223,10 @@ static void tx_kick(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp,
 
 	for (i = 0; i < XDP_MAX_REKICKS && tx_carrier(dev); i++) {
 		uint32_t before = tx_queued(dev);
-		ssize_t r = sendto(dev->xsk_fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+		/* Length 0: the kernel reads no buffer. */
+		static const uint8_t none;
+		ssize_t r = sendto(dev->xsk_fd, &none, 0, MSG_DONTWAIT, NULL,
+				   0);
 		int err = r < 0 ? errno : 0;
 
 		if (err == EBUSY)
@@ -421,7 +425,7 @@ int qps_xdp_tx_poll(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp, int num,
 	return n;
 }
 
-void qps_xdp_tx_forget(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp)
+void qps_xdp_tx_forget(struct qps_xdp_dev *dev, const struct qps_xdp_qp *qp)
 {
 	uint32_t i;
 

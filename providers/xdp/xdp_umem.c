@@ -119,10 +119,10 @@ static int tx_half(struct qps_xdp_dev *dev)
 static int xsk_make_wait(struct qps_xdp_dev *dev, uint16_t bind_flags)
 {
 	const struct timespec ts = { 0, XDP_BIND_WAIT_NS };
-	int ret, i;
+	int i;
 
 	for (i = 0;; i++) {
-		ret = xsk_make(dev, bind_flags);
+		int ret = xsk_make(dev, bind_flags);
 		if (ret != -EBUSY || i == XDP_BIND_TRIES)
 			return ret;
 		nanosleep(&ts, NULL);
