@@ -10,9 +10,9 @@
 #             and on packet; dpdk-testpmd txonly on the same veth. CPU 0.
 #   rx        packets per second a receiver takes from a kernel sendmmsg
 #             peer (qps_bench packet tx-mmsg, CPU 0, namespace B) to a
-#             bound port: qps_echo -B on CPU 1 (it answers each one, so
-#             this is received and answered), on xdp and packet;
-#             dpdk-testpmd rxonly on CPU 1.
+#             bound port: qps_echo -B on CPU 1 (its rx_packets: the
+#             peer's payloads are no sockperf messages, so it answers
+#             none), on xdp and packet; dpdk-testpmd rxonly on CPU 1.
 #   pingpong  half round trip p50 (us): qps_bench packet pp (CPU 0)
 #             against qps_echo -B (CPU 1), both ends on the same provider.
 # The load average is printed with the results: the machine is shared.
@@ -119,7 +119,7 @@ rx_qps() { # provider
 	peer_blast
 	kill -INT "$ep" 2>/dev/null || true
 	wait "$ep" 2>/dev/null || true
-	n=$(sed -n 's/.*Total \([0-9]*\) messages received.*/\1/p' "$tmp/echo.out")
+	n=$(sed -n 's/.*stats: rx_packets=\([0-9]*\).*/\1/p' "$tmp/echo.out")
 	awk -v n="${n:-0}" -v s="$secs" 'BEGIN { printf "%.0f\n", n / s }'
 }
 rx_pmd() {
