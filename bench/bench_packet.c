@@ -61,6 +61,15 @@ struct bp_opts {
 	bool json, no_hold;
 };
 
+/* The provider measured: packet, or $QPS_BENCH_PROVIDER (scripts/
+ * bench_xdp.sh runs the same modes on xdp). */
+static const char *bp_provider(void)
+{
+	const char *p = getenv("QPS_BENCH_PROVIDER");
+
+	return p && *p ? p : "packet";
+}
+
 static uint64_t bp_now(void)
 {
 	struct timespec ts;
@@ -141,7 +150,7 @@ static int bp_ctx(const struct bp_opts *o, struct qps_ctx **ctx,
 {
 	struct qps_ctx_attr attr = {
 		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV,
-		.provider = "packet",
+		.provider = bp_provider(),
 		.dev = o->dev,
 	};
 	int ret;
@@ -254,7 +263,7 @@ static int bp_raw_open(const struct bp_opts *o, struct bp_raw *r, int *len)
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	ret = qps_provider_find("packet", &r->P);
+	ret = qps_provider_find(bp_provider(), &r->P);
 	if (!ret)
 		ret = r->P->open(&da, &r->dev);
 	if (ret < 0)
@@ -500,7 +509,7 @@ static int bp_packet_ctx(const struct bp_opts *o, struct qps_ctx **ctx)
 {
 	struct qps_ctx_attr attr = {
 		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV,
-		.provider = "packet",
+		.provider = bp_provider(),
 		.dev = o->dev,
 	};
 

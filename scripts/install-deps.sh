@@ -25,6 +25,8 @@ set -euo pipefail
 # python3: scripts/check-api-doc.py (docs/api.md against the header);
 # python3-matplotlib: scripts/plot_stat.py (qps_stat --record to PNGs);
 # bsdutils: script(1), the pseudo-terminal test_stat_e2e.sh runs qps_stat in.
+# libxdp-dev, libbpf-dev, xdp-tools (and clang above, for its BPF target):
+# the xdp provider (docs/xdp.md).
 # dnsmasq-base, bind9-dnsutils (dig), socat, ssmping, ffmpeg: real programs
 # under qpsock-run (test_preload_programs).
 PKGS=(
@@ -57,6 +59,9 @@ PKGS=(
 	socat
 	ssmping
 	ffmpeg
+	libxdp-dev
+	libbpf-dev
+	xdp-tools
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then

@@ -360,9 +360,14 @@ static int qps_ctx_open_dev(struct qps_ctx *ctx, const struct qps_ctx_attr *attr
 	if (ret == 0)
 		ctx->routes_static = qps_provider_routes_static(ctx->ops);
 	if (ret < 0) {
-		qps_log_err("unknown provider '%s' (built: emu%s%s%s)", name,
+		qps_log_err("unknown provider '%s' (built: emu%s%s%s%s)", name,
 #ifdef QPS_HAVE_PACKET
 			    ", packet",
+#else
+			    "",
+#endif
+#ifdef QPS_HAVE_XDP
+			    ", xdp",
 #else
 			    "",
 #endif

@@ -334,6 +334,9 @@ static const struct qps_provider_ops *const qps_providers[] = {
 #ifdef QPS_HAVE_PACKET
 	&qps_packet_ops,
 #endif
+#ifdef QPS_HAVE_XDP
+	&qps_xdp_ops,
+#endif
 #ifdef QPS_HAVE_NULL
 	&qps_null_ops,
 #endif

@@ -380,6 +380,9 @@ extern const struct qps_provider_ops qps_verbs_ops;
 #ifdef QPS_HAVE_PACKET
 extern const struct qps_provider_ops qps_packet_ops;
 #endif
+#ifdef QPS_HAVE_XDP
+extern const struct qps_provider_ops qps_xdp_ops;
+#endif
 /* Measurement only (docs/null.md): never picked unless named. */
 #ifdef QPS_HAVE_NULL
 extern const struct qps_provider_ops qps_null_ops;

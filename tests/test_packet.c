@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 #include "frames.h"
-#include "packet/packet.h"
 #include "qps_int.h"
 
 #define IP_A "10.77.0.1"
@@ -51,6 +50,23 @@
 static char ns_a[32], ns_b[32], if_a[IF_NAMESIZE], if_b[IF_NAMESIZE];
 static int fd_ns_a = -1, fd_ns_b = -1;
 static const struct qps_provider_ops *P;
+/* The provider under test: $QPS_TEST_PROVIDER, packet by default. The
+ * suite is the same for every provider on a host netdev; where they
+ * differ on purpose, a case asks the device's caps or says why. */
+static const char *prov = "packet";
+
+/*
+ * Whether the provider takes frames from the host's stack rather than
+ * tapping a copy (xdp, docs/xdp.md "What differs from packet"): its
+ * address rules take only the context's bound ports, a fragment reaches
+ * the context only after its first one did, and an interface holds one
+ * context at a time. No device cap says so; the provider's documented
+ * behaviour does.
+ */
+static bool steals_from_host(void)
+{
+	return strcmp(prov, "xdp") == 0;
+}
 
 /* --- namespaces -------------------------------------------------------- */
 
@@ -255,7 +271,7 @@ static int ctx_open_stats(const char *ifname, const char *ip, bool stats,
 {
 	struct qps_ctx_attr attr = {
 		.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV,
-		.provider = "packet",
+		.provider = prov,
 		.dev = ifname,
 	};
 
@@ -321,6 +337,37 @@ static void test_open_errors(void)
 	CU_ASSERT_FATAL(pid > 0);
 	CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
 	CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	/* A context killed without closing leaves nothing on the
+	 * interface (xdp: its program goes with the process, a bpf_link),
+	 * and the next one opens. */
+	pid = fork();
+	if (pid == 0) {
+		if (ctx_open(if_a, NULL, &ctx) != 0)
+			_exit(1);
+		kill(getpid(), SIGKILL);
+		_exit(1);
+	}
+	CU_ASSERT_FATAL(pid > 0);
+	CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+	CU_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	CU_ASSERT_EQUAL_FATAL(ctx_open(if_a, NULL, &ctx), 0);
+	/* An interface with another XDP program on it (here: this
+	 * context's) refuses an xdp context. */
+	if (steals_from_host()) {
+		struct qps_ctx *ctx2 = NULL;
+
+		CU_ASSERT_EQUAL(ctx_open(if_a, NULL, &ctx2), -EBUSY);
+		CU_ASSERT_PTR_NULL(ctx2);
+	}
+	CU_ASSERT_EQUAL(qps_ctx_destroy(ctx), 0);
+	{
+		char cmd[160];
+
+		snprintf(cmd, sizeof(cmd), "ip -n %s link show %s | grep -q "
+			 "' xdp'", ns_a, if_a);
+		CU_ASSERT_NOT_EQUAL(system(cmd), 0);
+	}
 }
 
 /* --- qpsock -> kernel ------------------------------------------------- */
@@ -826,12 +873,21 @@ static void test_steering(void)
 	uint8_t b3[QPS_FLOW_ATTR_MAX] __attribute__((aligned(8)));
 	struct qps_flow *f1, *f2, *f3;
 	struct port p1, p2;
-	int fd, c1[8], c2[8];
+	int fd, c1[8], c2[8], held[3], i;
 
 	fd = sock_b(SOCK_DGRAM, 0, NULL, 0);
 	CU_ASSERT_FATAL(fd >= 0);
 	CU_ASSERT_EQUAL_FATAL(port_open(&p1, NULL, 128), 0);
 	CU_ASSERT_EQUAL_FATAL(port_open(&p2, p1.dev, 128), 0);
+	/* An address rule takes the address's bound ports (on xdp only
+	 * those: docs/xdp.md), so the ports are held as an endpoint's. */
+	for (i = 0; i < 3; i++) {
+		uint16_t port = htons((uint16_t)(7001 + i));
+
+		held[i] = P->hold_port(p1.dev, -1,
+				       (struct in_addr){ ip4(IP_A) }, &port, 0);
+		CU_ASSERT_FATAL(held[i] >= 0);
+	}
 	/* p1: port 7001; p2: port 7002, and (weaker) anything else to us. */
 	CU_ASSERT_EQUAL_FATAL(P->create_flow(p1.qp, rule(b1, MAC_A, IP_A, 7001,
 							 1), &f1), 0);
@@ -868,6 +924,8 @@ static void test_steering(void)
 	CU_ASSERT_EQUAL(P->destroy_qp(p2.qp), -EBUSY);
 	P->destroy_flow(f2);
 	P->destroy_flow(f3);
+	for (i = 0; i < 3; i++)
+		close(held[i]);
 	port_close(&p2, false);
 	port_close(&p1, true);
 	close(fd);
@@ -931,7 +989,8 @@ static void test_doorbell_and_mtu(void)
 					      i == 9 ? IBV_WC_LOC_PROT_ERR :
 					      IBV_WC_SUCCESS);
 	}
-	CU_ASSERT_EQUAL(qps_packet_read(&qps_packet_qp(p.qp)->tx_len_err), 1);
+	P->counters(p.dev, &c1);
+	CU_ASSERT_EQUAL(c1.tx_drops - c0.tx_drops, 2);
 	CU_ASSERT_EQUAL(kernel_recv(fd, 30, RECV_MS, NULL), 30);
 	CU_ASSERT_EQUAL(kernel_quiet(fd), 0);
 	port_close(&p, true);
@@ -1086,8 +1145,11 @@ static void carrier_lost(struct qps_ctx *ctx, struct qps_ep *ep, int kfd)
 	printf("\n    carrier lost: %d accepted before -EAGAIN, %d received "
 	       "after it came back, tx_errors +%llu\n", held, k,
 	       (unsigned long long)(c1.tx_errors - c0.tx_errors));
-	T_EQ(k, held);
-	T_EQ(c1.tx_errors - c0.tx_errors, 0);
+	/* None lost silently. A device that says it dropped a frame only
+	 * after taking it (xdp in copy mode, docs/xdp.md) may count the one
+	 * it was sending when the carrier went as an error. */
+	T_EQ(k + (int)(c1.tx_errors - c0.tx_errors), held);
+	T_LE(c1.tx_errors - c0.tx_errors, 1);
 }
 
 /*
@@ -1096,7 +1158,7 @@ static void carrier_lost(struct qps_ctx *ctx, struct qps_ep *ep, int kfd)
  * longer be opened and a context opened on the new one works both ways.
  * Restores both addresses.
  */
-static void addr_change(struct qps_ep *ep, int tmo)
+static void addr_change(struct qps_ctx *outer, struct qps_ep *ep, int tmo)
 {
 	struct sockaddr_in peer = t_sin("10.77.0.12", 5500);
 	struct qps_ctx *ctx;
@@ -1112,6 +1174,9 @@ static void addr_change(struct qps_ep *ep, int tmo)
 	T_EQ(qps_connect(ep, (struct sockaddr *)&peer, sizeof(peer)), 0);
 	T_EQ(send_n(ep, 20, 0, &err), 20);
 	T_EQ(kernel_recv(kfd, 20, RECV_MS, NULL), 20);
+	/* Gone before the next one opens: an xdp interface holds one
+	 * context at a time (docs/xdp.md). */
+	qps_ctx_destroy(outer);
 
 	T_EQ_FATAL(sh("ip -n %s addr del " IP_A "/24 dev %s && ip -n %s "
 		      "addr add 10.77.0.11/24 dev %s", ns_a, if_a, ns_a, if_a),
@@ -1122,8 +1187,6 @@ static void addr_change(struct qps_ep *ep, int tmo)
 	T_EQ(qps_connect(ep2, (struct sockaddr *)&peer, sizeof(peer)), 0);
 	T_EQ(send_n(ep2, 20, 0, &err), 20);
 	T_EQ(kernel_recv(kfd, 20, RECV_MS, NULL), 20);
-	/* Not 6500: the outer context's endpoint holds that one, and a
-	 * port is the host's (docs/packet.md, "Ports"). */
 	rx = t_ep_bound(ctx, "0.0.0.0", 6502, tmo);
 	kernel_send_n(kfd_tx, "10.77.0.11", 6502, 20);
 	T_EQ(qps_recv_n(rx, 20), 20);
@@ -1167,7 +1230,7 @@ static void test_link_down_up(void)
 	 * unrung when the link goes down. */
 	attr.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
 			 QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_DB_DELAY;
-	attr.provider = "packet";
+	attr.provider = prov;
 	attr.dev = if_a;
 	attr.addr.s_addr = ip4(IP_A);
 	attr.db_delay_us = 1000000;
@@ -1230,8 +1293,7 @@ static void test_link_down_up(void)
 	carrier_lost(ctx, ep, kfd);
 	close(kfd);
 	close(kfd_tx);
-	addr_change(ep, tmo);
-	qps_ctx_destroy(ctx);
+	addr_change(ctx, ep, tmo);
 }
 
 /* --- bad frames -------------------------------------------------------------- */
@@ -1408,7 +1470,7 @@ static void sockperf_vs_echo(const char *mode, const char *group,
 			     const char *port)
 {
 	char echo_out[64], perf_out[64];
-	char *echo_argv[] = { QPS_ECHO_BIN, "--provider", "packet", "-d", if_a, "-p",
+	char *echo_argv[] = { QPS_ECHO_BIN, "--provider", (char *)prov, "-d", if_a, "-p",
 			      (char *)port, "-t", "20", group ? "-g" : NULL,
 			      (char *)group, NULL };
 	char *perf_argv[] = { "sockperf", (char *)mode, "-i",
@@ -1506,7 +1568,7 @@ static void test_mtu_lowered(void)
 			sizeof(rcvbuf)), 0);
 	attr.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
 			 QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_DB_DELAY;
-	attr.provider = "packet";
+	attr.provider = prov;
 	attr.dev = if_a;
 	attr.addr.s_addr = ip4(IP_A);
 	attr.db_delay_us = 1000000;	/* the MORE burst waits for us */
@@ -1716,8 +1778,15 @@ static void test_mcast_fragments(void)
 	}
 	T_EQ(qps_recv(ep, in, sizeof(in), 0), -ETIMEDOUT);
 	st1 = t_ctx_stats(ctx);
-	T_EQ(st1.rx_reasm_ok - st0.rx_reasm_ok, 2 * NFRAG_SIZES);
-	T_EQ(st1.rx_no_endpoint - st0.rx_no_endpoint, NFRAG_SIZES);
+	/* The group's unbound port: its datagrams are reassembled and
+	 * dropped, or on xdp left to the host's sockets. */
+	if (steals_from_host()) {
+		T_EQ(st1.rx_reasm_ok - st0.rx_reasm_ok, NFRAG_SIZES);
+		T_EQ(st1.rx_no_endpoint - st0.rx_no_endpoint, 0);
+	} else {
+		T_EQ(st1.rx_reasm_ok - st0.rx_reasm_ok, 2 * NFRAG_SIZES);
+		T_EQ(st1.rx_no_endpoint - st0.rx_no_endpoint, NFRAG_SIZES);
+	}
 	T_EQ(st1.rx_reasm_bytes, 0);
 	T_EQ(qps_ctx_destroy(ctx), 0);
 	close(kfd);
@@ -1773,9 +1842,14 @@ static void test_fragments_wire(void)
 	int raw, ifi, tmo = 500, i;
 	unsigned int n;
 
+	if (steals_from_host()) {
+		printf("\n    skipped on %s: a fragment before its first one "
+		       "is the host's (docs/xdp.md)", prov);
+		return;
+	}
 	attr.comp_mask = QPS_CTX_ATTR_PROVIDER | QPS_CTX_ATTR_DEV |
 			 QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_IPFRAG;
-	attr.provider = "packet";
+	attr.provider = prov;
 	attr.dev = if_a;
 	attr.addr.s_addr = ip4(IP_A);
 	attr.ipfrag_mem = 64 * 1024;
@@ -2264,10 +2338,12 @@ static void test_bind_conflicts(void)
 		qps_ep_close(ep);
 		close(k);
 
-		/* qpsock in this process, then in another. */
+		/* qpsock in this process, then in another (which cannot
+		 * open a context of its own where an interface holds one). */
 		ep = qps_a_bind(ctx, port + 2, f, &ret);
 		T_EQ(ret, 0);
-		T_EQ(qps_bind_in_child(port + 2, g), want);
+		if (!steals_from_host())
+			T_EQ(qps_bind_in_child(port + 2, g), want);
 		qps_ep_close(ep);
 		printf("\n    reuse %d then %d: %s", f, g,
 		       want ? "EADDRINUSE" : "shared");
@@ -2391,8 +2467,10 @@ int main(void)
 		       "veth, AF_PACKET)\n");
 		return T_EXIT_SKIP;
 	}
-	if (qps_provider_find("packet", &P) < 0) {
-		printf("test_packet: skipped: packet provider not built\n");
+	if (getenv("QPS_TEST_PROVIDER") && *getenv("QPS_TEST_PROVIDER"))
+		prov = getenv("QPS_TEST_PROVIDER");
+	if (qps_provider_find(prov, &P) < 0) {
+		printf("test_packet: skipped: %s provider not built\n", prov);
 		return T_EXIT_SKIP;
 	}
 	if (ns_setup() < 0) {
@@ -2405,7 +2483,7 @@ int main(void)
 	printf("test_packet: no qps_echo (QPS_BUILD_EXAMPLES=OFF): the "
 	       "sockperf case is left out\n");
 #endif
-	ret = t_run("packet", tests);
+	ret = t_run(prov, tests);
 	ns_delete();
 	return ret;
 }

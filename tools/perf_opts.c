@@ -393,9 +393,9 @@ int perf_parse(int argc, char **argv, enum perf_test test,
 			break;
 		case OPT_PROVIDER:
 			if (strcmp(optarg, "emu") && strcmp(optarg, "packet") &&
-			    strcmp(optarg, "verbs"))
+			    strcmp(optarg, "xdp") && strcmp(optarg, "verbs"))
 				return perf_bad(err, o, "--provider", optarg,
-						"one of emu, packet, verbs");
+						"one of emu, packet, xdp, verbs");
 			o->provider = optarg;
 			break;
 		case OPT_PRIORITY:

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The XDP program: opened from the bytes linked into the library, loaded,
+ * and attached to the interface with a bpf_link (not netlink), so that
+ * the kernel detaches it when its last descriptor closes: at close, and
+ * when the process dies however it dies. Native (driver) mode first,
+ * generic (SKB) mode when the driver has none; each choice is logged once
+ * per device.
+ *
+ * An interface holds one XDP program per mode: when another one (or
+ * another context's) is there, the link cannot be made (-EBUSY).
+ */
+#include "xdp.h"
+#include "xdp_obj.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <linux/if_link.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+static int link_try(struct qps_xdp_dev *dev, int prog_fd, uint32_t flags)
+{
+	struct bpf_link_create_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.sz = sizeof(o);
+	o.flags = flags;
+	/* libbpf 1.x returns the descriptor or -errno. */
+	return bpf_link_create(prog_fd, dev->ifindex, BPF_XDP, &o);
+}
+
+static int attach(struct qps_xdp_dev *dev, int prog_fd)
+{
+	int fd = link_try(dev, prog_fd, XDP_FLAGS_DRV_MODE);
+
+	if (fd >= 0) {
+		dev->native = true;
+	} else if (fd == -EBUSY || fd == -EEXIST) {
+		goto busy;
+	} else {
+		fd = link_try(dev, prog_fd, XDP_FLAGS_SKB_MODE);
+		if (fd == -EBUSY || fd == -EEXIST)
+			goto busy;
+		if (fd < 0) {
+			qps_xdp_log("cannot attach the XDP program to %s (%d)",
+				    dev->info.name, fd);
+			return fd;
+		}
+		qps_xdp_log("%s: no native XDP in its driver; generic (SKB) "
+			    "mode", dev->info.name);
+	}
+	dev->link_fd = fd;
+	return 0;
+busy:
+	qps_xdp_log("%s already has an XDP program (ip link show %s); "
+		    "detach it first", dev->info.name, dev->info.name);
+	return -EBUSY;
+}
+
+static int map_fd(struct qps_xdp_dev *dev, const char *name)
+{
+	int fd = bpf_object__find_map_fd_by_name(dev->obj, name);
+
+	return fd < 0 ? -ENOENT : fd;
+}
+
+int qps_xdp_cfg_write(struct qps_xdp_dev *dev)
+{
+	uint32_t zero = 0;
+
+	if (bpf_map_update_elem(dev->cfg_fd, &zero, &dev->cfg, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+int qps_xdp_obj_attach(struct qps_xdp_dev *dev)
+{
+	struct bpf_object_open_opts oo;
+	struct bpf_program *prog;
+	int ret;
+
+	memset(&oo, 0, sizeof(oo));
+	oo.sz = sizeof(oo);
+	oo.object_name = "qps_xdp";
+	dev->obj = bpf_object__open_mem(qps_xdp_prog_obj,
+					qps_xdp_prog_obj_len, &oo);
+	if (!dev->obj) {
+		ret = errno;
+		return ret > 0 ? -ret : -EINVAL;
+	}
+	ret = bpf_object__load(dev->obj);
+	if (ret < 0) {
+		if (ret == -EPERM || ret == -EACCES)
+			qps_xdp_log("loading an XDP program needs CAP_BPF and "
+				    "CAP_NET_ADMIN (run as root)");
+		else
+			qps_xdp_log("the kernel refused the XDP program (%d)",
+				    ret);
+		return ret;
+	}
+	prog = bpf_object__find_program_by_name(dev->obj, "qps_xdp_steer");
+	if (!prog)
+		return -ENOENT;
+	dev->xsks_fd = map_fd(dev, "xsks");
+	dev->rules_fd = map_fd(dev, "rules");
+	dev->cfg_fd = map_fd(dev, "cfg");
+	if (dev->xsks_fd < 0 || dev->rules_fd < 0 || dev->cfg_fd < 0)
+		return -ENOENT;
+	/* The mark of the context's kernel sockets: any value another
+	 * program is unlikely to use; never 0, every socket's default. */
+	if (getrandom(&dev->cfg.mark, sizeof(dev->cfg.mark), 0) !=
+	    sizeof(dev->cfg.mark))
+		dev->cfg.mark = (uint32_t)getpid();
+	dev->cfg.mark |= 1u << 31;
+	dev->cfg.addr = dev->info.addr.s_addr;
+	ret = qps_xdp_cfg_write(dev);
+	if (ret < 0)
+		return ret;
+	return attach(dev, bpf_program__fd(prog));
+}
+
+void qps_xdp_obj_detach(struct qps_xdp_dev *dev)
+{
+	if (dev->link_fd >= 0)
+		close(dev->link_fd);
+	dev->link_fd = -1;
+	bpf_object__close(dev->obj);
+	dev->obj = NULL;
+}
