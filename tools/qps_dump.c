@@ -794,6 +794,8 @@ int main(int argc, char **argv)
 				" with that number" : "");
 			return 1;
 		}
+		if (!ret)
+			return 1;	/* each one said why */
 	}
 	ret = dp_open(&o, opt.out, opt.ng, opt.snaplen);
 	if (ret < 0) {

@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# test_dump_e2e.sh QPS_DUMP DUMP_PEER - qps_dump from another process
+# against dump_peer (emu, or the verbs double under run-on-shim.sh):
+#   exchange  unicast, multicast and a fragmented datagram captured; tshark
+#             finds every frame (sent and received), every payload byte-exact,
+#             valid IPv4 and UDP checksums, stamps inside the run
+#   filter    a tcpdump expression keeps only what it names; -w - through
+#             tcpdump -r -
+#   overflow  a capture that cannot keep up drops from the capture (counted
+#             by qps_dump), never from the traffic
+#   attach    attach and detach repeatedly under load, kill -9 a dumper:
+#             traffic unaffected, the dead dumper's ring removed, the next
+#             dumper takes over
+#   perm      another user cannot attach (root only: setpriv)
+# Skips (77) without tshark or tcpdump.
+set -euo pipefail
+
+dump=$1
+peer=$2
+tmp=$(mktemp -d)
+pids=()
+fails=0
+
+for t in tshark tcpdump python3; do
+	if ! command -v "$t" >/dev/null; then
+		echo "SKIP: $t is not installed (scripts/install-deps.sh)"
+		exit 77
+	fi
+done
+
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill -9 "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+		rm -f "/dev/shm/qpsock-stat.$p".* "/dev/shm/qpsock-dump.$p".* \
+			"/dev/shm/qpsock-emu-t-dump-$p"
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+# wait_for FILE PATTERN [TENTHS]: until FILE has a line matching PATTERN
+# that many times (LISTEN_N, default 1).
+wait_for() {
+	local f=$1 pat=$2 n=${3:-50} want=${LISTEN_N:-1} i
+	for ((i = 0; i < n; i++)); do
+		if [[ -f "$f" ]] &&
+		   (($(grep -c -- "$pat" "$f" || true) >= want)); then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# start_peer DIR ARGS...: dump_peer in the background, until DIR/ready.
+start_peer() {
+	local d=$1
+	shift
+	mkdir -p "$d"
+	"$peer" "$1" "$d" "${@:2}" > "$d/peer.log" 2>&1 &
+	peer_pid=$!
+	pids+=("$peer_pid")
+	for ((i = 0; i < 100; i++)); do
+		[[ -f "$d/ready" ]] && return 0
+		sleep 0.05
+	done
+	cat "$d/peer.log"
+	fail "dump_peer $1 never became ready"
+	return 1
+}
+
+# check_exchange PCAP DIR: every frame of the exchange, twice (sent by A,
+# received by B), payloads as sent, checksums good, stamps in [t0, t1].
+check_exchange() {
+	tshark -r "$1" -o udp.check_checksum:TRUE -o ip.check_checksum:TRUE \
+		-T fields -E separator=/t -e frame.time_epoch \
+		-e ip.checksum.status -e udp.checksum.status -e ip.flags.mf \
+		-e ip.frag_offset -e data.data 2>/dev/null > "$2/fields" ||
+		return 1
+	python3 - "$2" <<'EOF'
+import sys
+from decimal import Decimal
+d = sys.argv[1]
+sent = open(d + "/sent").read().split()
+t0 = Decimal(open(d + "/t0").read()) / 10**9
+t1 = Decimal(open(d + "/t1").read()) / 10**9
+rows = [l.rstrip("\n").split("\t") for l in open(d + "/fields")]
+# 3 unicast, 2 multicast, one datagram in 3 fragments; each seen twice.
+if len(rows) != 2 * (len(sent) - 1 + 3):
+    sys.exit("frames: %d, want %d" % (len(rows), 2 * (len(sent) + 2)))
+got = []
+for ts, ipok, udpok, mf, off, data in rows:
+    if not t0 <= Decimal(ts) <= t1:
+        sys.exit("stamp %s outside [%s, %s]" % (ts, t0, t1))
+    if ipok != "1":
+        sys.exit("IPv4 checksum status %s" % ipok)
+    # A fragment after the first has no UDP header: only the datagram's
+    # last one carries the reassembled payload.
+    if mf == "0":
+        if udpok != "1":
+            sys.exit("UDP checksum status %s" % udpok)
+        got.append(data)
+want = sorted(sent * 2)
+if sorted(got) != want:
+    sys.exit("payloads differ from those sent")
+EOF
+}
+
+echo "== exchange"
+d=$tmp/ex
+start_peer "$d" exchange
+"$dump" -p "$peer_pid" -w "$d/x.pcap" 2> "$d/dump.err" &
+dpid=$!
+if LISTEN_N=2 wait_for "$d/dump.err" "listening on" 50; then
+	touch "$d/go"
+	wait "$peer_pid" || fail "exchange: dump_peer failed: $(cat "$d/peer.log")"
+	wait "$dpid" || fail "exchange: qps_dump exit status $?"
+	grep -q "^16 packets captured" "$d/dump.err" ||
+		fail "exchange: $(cat "$d/dump.err")"
+	grep -q "^0 packets dropped by capture ring" "$d/dump.err" ||
+		fail "exchange: drops: $(cat "$d/dump.err")"
+	err=$(check_exchange "$d/x.pcap" "$d" 2>&1) ||
+		fail "exchange: tshark: $err"
+else
+	fail "exchange: qps_dump never attached: $(cat "$d/dump.err")"
+fi
+
+echo "== filter, pcapng, through tcpdump -r -"
+d=$tmp/flt
+start_peer "$d" exchange
+"$dump" -p "$peer_pid" -w - udp dst port 40002 2> "$d/dump.err" |
+	tcpdump -nn -r - > "$d/td.out" 2> "$d/td.err" &
+dpid=$!
+if LISTEN_N=2 wait_for "$d/dump.err" "listening on" 50; then
+	"$dump" -p "$peer_pid" -w "$d/none.pcap" 2> "$d/busy.err" &&
+		fail "filter: a second dumper attached to the same contexts"
+	grep -q "another qps_dump is attached" "$d/busy.err" ||
+		fail "filter: second dumper: $(cat "$d/busy.err")"
+	touch "$d/go"
+	wait "$peer_pid" || fail "filter: dump_peer failed"
+	wait "$dpid" || fail "filter: pipeline exit status $?"
+	n=$(grep -c "> 239.1.2.3.40002: UDP, length 11" "$d/td.out" || true)
+	all=$(wc -l < "$d/td.out")
+	[[ "$n" == 4 && "$all" == 4 ]] ||
+		fail "filter: tcpdump read $all frames, $n multicast: $(cat "$d/td.out")"
+	grep -q "^4 packets captured" "$d/dump.err" ||
+		fail "filter: $(cat "$d/dump.err")"
+	echo "tcpdump -r - excerpt:"
+	head -2 "$d/td.out"
+else
+	fail "filter: qps_dump never attached: $(cat "$d/dump.err")"
+fi
+
+echo "== pcapng"
+d=$tmp/ng
+start_peer "$d" exchange
+"$dump" -p "$peer_pid" --pcapng -w "$d/x.pcapng" 2> "$d/dump.err" &
+dpid=$!
+if LISTEN_N=2 wait_for "$d/dump.err" "listening on" 50; then
+	touch "$d/go"
+	wait "$peer_pid" || fail "pcapng: dump_peer failed"
+	wait "$dpid" || fail "pcapng: qps_dump exit status $?"
+	err=$(check_exchange "$d/x.pcapng" "$d" 2>&1) ||
+		fail "pcapng: tshark: $err"
+else
+	fail "pcapng: qps_dump never attached: $(cat "$d/dump.err")"
+fi
+
+echo "== overflow"
+d=$tmp/ovf
+start_peer "$d" flood 1500
+# A reader that does not read for a second: the pipe fills, qps_dump
+# blocks writing, the 64 KiB sub-rings overflow.
+"$dump" -p "$peer_pid" -B 64 -w - 2> "$d/dump.err" |
+	{ sleep 1; cat > /dev/null; } &
+dpid=$!
+wait "$peer_pid" || fail "overflow: the traffic lost datagrams: $(cat "$d/result" 2>/dev/null)"
+wait "$dpid" || true
+read -r sent got txerr < "$d/result" || true
+[[ "${sent:-0}" -gt 0 && "$sent" == "$got" && "$txerr" == 0 ]] ||
+	fail "overflow: sent ${sent:-?} received ${got:-?} tx_errors ${txerr:-?}"
+drops=$(sed -n 's/^\([0-9]*\) packets dropped by capture ring$/\1/p' "$d/dump.err")
+[[ "${drops:-0}" -gt 0 ]] ||
+	fail "overflow: no drop reported: $(cat "$d/dump.err")"
+echo "overflow: sent $sent, received $got; qps_dump: $(tr '\n' ' ' < "$d/dump.err")"
+
+echo "== attach, detach, kill -9 under load"
+d=$tmp/att
+start_peer "$d" flood 3000
+for i in 1 2 3 4; do
+	"$dump" -p "$peer_pid" -w /dev/null 2> "$d/a$i.err" &
+	dpid=$!
+	LISTEN_N=2 wait_for "$d/a$i.err" "listening on" 20 ||
+		fail "attach $i: never attached: $(cat "$d/a$i.err")"
+	kill -INT "$dpid"
+	wait "$dpid" || fail "attach $i: exit status $?"
+	grep -q "packets captured" "$d/a$i.err" ||
+		fail "attach $i: no summary: $(cat "$d/a$i.err")"
+done
+"$dump" -p "$peer_pid" -w /dev/null 2> "$d/k.err" &
+dpid=$!
+LISTEN_N=2 wait_for "$d/k.err" "listening on" 20 ||
+	fail "kill: never attached: $(cat "$d/k.err")"
+kill -9 "$dpid"
+wait "$dpid" 2>/dev/null || true
+# The context sees the dead dumper's lock gone on its next tick and
+# removes the ring.
+for ((i = 0; i < 20; i++)); do
+	compgen -G "/dev/shm/qpsock-dump.$peer_pid.*" > /dev/null || break
+	sleep 0.1
+done
+compgen -G "/dev/shm/qpsock-dump.$peer_pid.*" > /dev/null &&
+	fail "kill: the dead dumper's ring is still there"
+"$dump" -p "$peer_pid" -w /dev/null 2> "$d/after.err" &
+dpid=$!
+LISTEN_N=2 wait_for "$d/after.err" "listening on" 20 ||
+	fail "kill: the next dumper cannot attach: $(cat "$d/after.err")"
+kill -INT "$dpid" 2>/dev/null || true
+wait "$dpid" || true
+wait "$peer_pid" || fail "attach: the traffic lost datagrams: $(cat "$d/result")"
+
+echo "== permission"
+if [[ $(id -u) -ne 0 ]] || ! command -v setpriv > /dev/null; then
+	echo "skipped: needs root and setpriv"
+elif ! setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		test -x "$dump"; then
+	echo "skipped: nobody cannot run $dump"
+else
+	d=$tmp/perm
+	start_peer "$d" flood 1500
+	if setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$dump" -p "$peer_pid" -w /dev/null > /dev/null 2> "$d/p.err"; then
+		fail "perm: nobody attached to root's process"
+	fi
+	grep -q "permission denied" "$d/p.err" ||
+		fail "perm: $(cat "$d/p.err")"
+	compgen -G "/dev/shm/qpsock-dump.$peer_pid.*" > /dev/null &&
+		fail "perm: a ring was made"
+	wait "$peer_pid" || fail "perm: traffic"
+fi
+
+if ((fails)); then
+	echo "$fails failure(s)"
+	exit 1
+fi
+echo "all passed"
