@@ -23,7 +23,7 @@
 #include "t_util.h"
 
 #define RING_BYTES (64u * 1024)
-#define TICKS_MS (QPS_STAT_PERIOD_MS * 4)
+#define TICKS_MS (QPS_STAT_PERIOD_MS * 20)
 
 static char g_wire[64];
 static uint64_t g_id = 0x1000;

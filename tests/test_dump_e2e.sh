@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# test_dump_e2e.sh QPS_DUMP DUMP_PEER - qps_dump from another process
+# test_dump_e2e.sh QPS_DUMP DUMP_PEER [QPSOCK_RUN] - qps_dump from another process
 # against dump_peer (emu, or the verbs double under run-on-shim.sh):
 #   exchange  unicast, multicast and a fragmented datagram captured; tshark
 #             finds every frame (sent and received), every payload byte-exact,
@@ -14,11 +14,14 @@
 #             traffic unaffected, the dead dumper's ring removed, the next
 #             dumper takes over
 #   perm      another user cannot attach (root only: setpriv)
+#   run       qpsock-run --dump (QPSOCK_RUN, emu only) captures an
+#             unmodified program's first datagrams
 # Skips (77) without tshark or tcpdump.
 set -euo pipefail
 
 dump=$1
 peer=$2
+run=${3:-}
 tmp=$(mktemp -d)
 pids=()
 fails=0
@@ -246,6 +249,31 @@ else
 	compgen -G "/dev/shm/qpsock-dump.$peer_pid.*" > /dev/null &&
 		fail "perm: a ring was made"
 	wait "$peer_pid" || fail "perm: traffic"
+fi
+
+echo "== qpsock-run --dump"
+if [[ -z "$run" || "${QPS_PROVIDER:-emu}" != emu ]]; then
+	echo "skipped: emu with qpsock-run only"
+else
+	d=$tmp/run
+	mkdir -p "$d"
+	wire="t-dump-run-$$"
+	QPS_DUMP_BIN=$dump sh "$run" --provider emu -d "$wire" \
+		--addr 198.19.0.1 --dump "$d/r.pcap" -- python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(3):
+    s.sendto(b"first %d" % i, ("239.1.2.3", 40002))
+' 2> "$d/run.err" || fail "run: status $?: $(cat "$d/run.err")"
+	rm -f "/dev/shm/qpsock-emu-$wire"
+	# qps_dump writes its last pass once the program is gone.
+	for ((i = 0; i < 50; i++)); do
+		grep -q "packets captured" "$d/run.err" && break
+		sleep 0.1
+	done
+	n=$(tshark -r "$d/r.pcap" -Y 'udp.dstport == 40002 && data.data contains "first"' \
+		2>/dev/null | wc -l)
+	[[ "$n" == 3 ]] || fail "run: $n of 3 datagrams captured: $(cat "$d/run.err")"
 fi
 
 if ((fails)); then
