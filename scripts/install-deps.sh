@@ -27,6 +27,8 @@ set -euo pipefail
 # bsdutils: script(1), the pseudo-terminal test_stat_e2e.sh runs qps_stat in.
 # dnsmasq-base, bind9-dnsutils (dig), socat, ssmping, ffmpeg: real programs
 # under qpsock-run (test_preload_programs).
+# libpcap-dev: qps_dump's filter; tshark, tcpdump: test_dump_e2e.sh reads
+# the captures back (tshark's setuid question answered "no" below).
 PKGS=(
 	build-essential
 	cmake
@@ -57,6 +59,9 @@ PKGS=(
 	socat
 	ssmping
 	ffmpeg
+	libpcap-dev
+	tshark
+	tcpdump
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then
@@ -94,6 +99,11 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# tshark (wireshark-common) asks whether non-root users may capture.
+if command -v debconf-set-selections >/dev/null 2>&1; then
+	echo "wireshark-common wireshark-common/install-setuid boolean false" |
+		"${SUDO[@]}" debconf-set-selections
+fi
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
 	apt-get install -y --no-install-recommends "${missing[@]}"
