@@ -33,10 +33,13 @@ static inline bool qps_dump_on(struct qps_ctx *ctx)
 				!= NULL, 0);
 }
 
-/* Under rx.lock: the frames of @n receive completions. */
+/* Under rx.lock: the frames of @n receive completions. Cold: the
+ * compiler keeps the call and its argument set-up off the hot path. */
+__attribute__((cold))
 void qps_dump_rx(struct qps_ctx *ctx, const struct ibv_wc *wc, int n);
 /* Under @sq's lock: the frames of @n slots about to be posted, the
  * first of them in the pieces @f if not NULL (sq_path.h). */
+__attribute__((cold))
 void qps_dump_tx(struct qps_sq *sq, void *const *items, unsigned int n,
 		 const struct qps_tx_frame *f);
 
