@@ -253,6 +253,7 @@ static int qps_dump_attach(struct qps_ctx *ctx, uint64_t id)
 	if (!d)
 		return -ENOMEM;
 	d->fd = -1;
+	memset(&h, 0, sizeof(h));
 	ret = qps_dump_name(d->name, sizeof(d->name), ctx, id);
 	if (ret < 0)
 		goto err;

@@ -31,8 +31,8 @@
 #define QPS_DUMP_LAYOUT 1
 #define QPS_DUMP_ALIGN 64
 /* Bounds a context accepts: every record fits in half a data area. */
-#define QPS_DUMP_MIN_RING (64u * 1024)
-#define QPS_DUMP_MAX_RING (64u * 1024 * 1024)
+#define QPS_DUMP_MIN_RING (64ull * 1024)
+#define QPS_DUMP_MAX_RING (64ull * 1024 * 1024)
 #define QPS_DUMP_MIN_SNAP 64u
 #define QPS_DUMP_MAX_SNAP 65535u
 /* The send queues' sub-rings and the receive side's. */
