@@ -345,6 +345,29 @@ static void test_dumper_death(void)
 	t_suite_end();
 }
 
+/* UD frames are built by the device: a UD context does not take a ring,
+ * and says nothing in it. */
+static void test_ud_refused(void)
+{
+	struct qps_ctx_attr attr;
+	struct qps_ctx *u = NULL;
+	struct ring r;
+
+	t_suite_begin();
+	attr = t_emu_attr(g_wire, "198.18.0.9");
+	attr.comp_mask |= QPS_CTX_ATTR_TRANSPORT;
+	attr.transport = QPS_TRANSPORT_UD;
+	T_EQ_FATAL(qps_ctx_create(&attr, &u), 0);
+	t_ctxs_add(&t_suite_ctxs, u);
+	ring_make(&r, u, ++g_id, NULL, true);
+	request(u, r.h->id);
+	CU_ASSERT(stays_off(u));
+	CU_ASSERT_EQUAL(r.h->state, QPS_DUMP_ST_NEW);
+	request(u, 0);
+	ring_free(&r);
+	t_suite_end();
+}
+
 static void test_wait_env(void)
 {
 	struct qps_ctx *a;
@@ -374,6 +397,7 @@ int main(void)
 		  test_hostile_tail },
 		{ "dumper death: ring dropped, name removed, request cleared",
 		  test_dumper_death },
+		{ "UD transport: refused", test_ud_refused },
 		{ "QPS_DUMP_WAIT_MS bounded", test_wait_env },
 		CU_TEST_INFO_NULL,
 	};
