@@ -249,6 +249,24 @@ else
 	compgen -G "/dev/shm/qpsock-dump.$peer_pid.*" > /dev/null &&
 		fail "perm: a ring was made"
 	wait "$peer_pid" || fail "perm: traffic"
+	# The other way round: root captures nobody's process.
+	d=$tmp/other
+	mkdir -p "$d"
+	chmod 711 "$tmp"
+	chmod 777 "$d"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$peer" flood "$d" 1500 > "$d/peer.log" 2>&1 &
+	peer_pid=$!
+	pids+=("$peer_pid")
+	for ((i = 0; i < 100; i++)); do
+		[[ -f "$d/ready" ]] && break
+		sleep 0.05
+	done
+	"$dump" -p "$peer_pid" -n 100 -w "$d/o.pcap" 2> "$d/o.err" ||
+		fail "perm: root cannot capture nobody's process: $(cat "$d/o.err")"
+	grep -q "^100 packets captured" "$d/o.err" ||
+		fail "perm: root: $(cat "$d/o.err")"
+	wait "$peer_pid" || fail "perm: nobody's traffic: $(cat "$d/peer.log")"
 fi
 
 echo "== qpsock-run --dump"

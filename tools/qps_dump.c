@@ -24,6 +24,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <pcap/pcap.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@ struct dctx {
 	char seg_name[64];
 	unsigned int ctx_id;
 	uint64_t seg_dev, seg_ino;
+	uid_t seg_uid;			/* the process's user */
 	int seg_fd;
 	struct qps_stat_hdr *sh;	/* the segment's header, mapped */
 	char ring_name[96];
@@ -65,6 +67,7 @@ struct dctx {
 	uint64_t attach_by;		/* monotonic ms */
 	bool attached;
 	bool closing;			/* its context is gone: drain, drop */
+	bool faulted;			/* its ring was truncated */
 	bool done;			/* detached: counted, files gone */
 	uint64_t drops;
 	uint64_t bad;			/* records that made no sense */
@@ -81,6 +84,11 @@ struct prec {
 };
 
 static volatile sig_atomic_t stop_flag;
+/* The process may truncate a ring it can write (root capturing another
+ * user's): reading it then faults, which ends that context's capture,
+ * not qps_dump. */
+static sigjmp_buf bus_jmp;
+static volatile sig_atomic_t in_drain;
 
 static struct {
 	int pid;
@@ -108,6 +116,19 @@ static void on_stop(int sig)
 {
 	(void)sig;
 	stop_flag = 1;
+}
+
+static void on_bus(int sig)
+{
+	static const char msg[] = "qps_dump: a segment or ring was truncated "
+				  "under us: stopping\n";
+
+	(void)sig;
+	if (in_drain)
+		siglongjmp(bus_jmp, 1);
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
 }
 
 static uint64_t mono_ms(void)
@@ -337,6 +358,11 @@ static int ring_make(struct dctx *d)
 	/* The umask cannot widen it, but say so plainly. */
 	if (fchmod(d->ring_fd, 0600) < 0)
 		return -errno;
+	/* Root capturing another user's process: the ring is that user's,
+	 * or the context could not open it. */
+	if (geteuid() == 0 && d->seg_uid != 0 &&
+	    fchown(d->ring_fd, d->seg_uid, (gid_t)-1) < 0)
+		return -errno;
 	ret = ring_lock(d->ring_fd);
 	if (ret < 0)
 		return ret;
@@ -403,7 +429,7 @@ static void ctx_release(struct dctx *d)
 	if (d->ring) {
 		unsigned int i;
 
-		for (i = 0; i < d->nring; i++)
+		for (i = 0; i < d->nring && !d->faulted; i++)
 			d->drops += atomic_load_explicit(&d->subs[i].drops,
 							 memory_order_relaxed);
 		munmap(d->ring, d->ring_size);
@@ -469,6 +495,7 @@ static int ctx_scan(bool quiet)
 		d->ctx_id = s->ctx_id;
 		d->seg_dev = s->dev;
 		d->seg_ino = s->ino;
+		d->seg_uid = s->uid;
 		snprintf(d->label, sizeof(d->label), "pid %d ctx %u (%s %s)",
 			 opt.pid, s->ctx_id, s->provider, s->devname);
 		nctx++;
@@ -597,6 +624,37 @@ bad:
 	return ret;
 }
 
+static int ctx_drain_all(struct dctx *d)
+{
+	unsigned int k;
+	int ret = 0;
+
+	for (k = 0; k < d->nring && !ret; k++)
+		ret = sub_drain(d, k);
+	return ret;
+}
+
+/* Every sub-ring of @d, a fault while reading it (a truncated ring)
+ * ending its capture only. */
+static int ctx_drain(struct dctx *d)
+{
+	int ret;
+
+	if (sigsetjmp(bus_jmp, 1)) {
+		in_drain = 0;
+		d->bad++;
+		d->faulted = true;
+		fprintf(stderr, "qps_dump: %s: ring truncated under us: its "
+			"capture ends\n", d->label);
+		ctx_release(d);
+		return 0;
+	}
+	in_drain = 1;
+	ret = ctx_drain_all(d);
+	in_drain = 0;
+	return ret;
+}
+
 static int rec_cmp(const void *a, const void *b)
 {
 	const struct prec *x = a, *y = b;
@@ -610,18 +668,15 @@ static int rec_cmp(const void *a, const void *b)
  * written. Returns the frames written, or -errno. */
 static int pass(struct dp_out *o, const struct bpf_program *prog)
 {
-	unsigned int i, k;
+	unsigned int i;
 	int ret = 0, n = 0;
 	size_t j;
 
 	nrecs = 0;
 	arena_len = 0;
-	for (i = 0; i < nctx && !ret; i++) {
-		if (!ctxs[i].attached || ctxs[i].done)
-			continue;
-		for (k = 0; k < ctxs[i].nring && !ret; k++)
-			ret = sub_drain(&ctxs[i], k);
-	}
+	for (i = 0; i < nctx && !ret; i++)
+		if (ctxs[i].attached && !ctxs[i].done)
+			ret = ctx_drain(&ctxs[i]);
 	if (ret < 0)
 		return ret;
 	if (nrecs > 1)
@@ -779,6 +834,8 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_bus;
+	sigaction(SIGBUS, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	if (!opt.wait) {
