@@ -13,6 +13,11 @@ set -euo pipefail
 dump=$1
 run=$2
 
+if [[ -n "${QPS_TEST_SANITIZE:-}" ]]; then
+	# Preloaded (qpsock-run): a sanitizer build needs its runtime first.
+	echo "SKIP: built with QPS_SANITIZE=$QPS_TEST_SANITIZE"
+	exit 77
+fi
 if [[ "${QPS_DUMP_NETNS:-}" != 1 ]]; then
 	if [[ $(id -u) -ne 0 ]]; then
 		echo "SKIP: needs root (a network namespace with a veth pair)"

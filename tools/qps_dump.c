@@ -803,40 +803,12 @@ static int run(struct dp_out *o, const struct bpf_program *prog)
 	return ret < 0 ? ret : 0;
 }
 
-int main(int argc, char **argv)
+/* Scan once (without --wait) and open the output: 0, or the exit
+ * status with the reason said. */
+static int start(struct dp_out *o)
 {
-	struct bpf_program prog, *progp = NULL;
-	struct sigaction sa;
-	uint64_t drops = 0, bad = 0;
-	struct dp_out o;
 	unsigned int i;
-	pcap_t *pd;
 	int ret;
-
-	if (parse_args(argc, argv) < 0)
-		return 2;
-	pd = pcap_open_dead(DLT_EN10MB, (int)opt.snaplen);
-	if (!pd) {
-		fprintf(stderr, "qps_dump: libpcap: cannot open\n");
-		return 1;
-	}
-	if (opt.filter) {
-		if (pcap_compile(pd, &prog, opt.filter, 1,
-				 PCAP_NETMASK_UNKNOWN) < 0) {
-			fprintf(stderr, "qps_dump: filter: %s\n",
-				pcap_geterr(pd));
-			return 2;
-		}
-		progp = &prog;
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sa.sa_handler = on_bus;
-	sigaction(SIGBUS, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 
 	if (!opt.wait) {
 		ret = ctx_scan(false);
@@ -854,17 +826,24 @@ int main(int argc, char **argv)
 		if (!ret)
 			return 1;	/* each one said why */
 	}
-	ret = dp_open(&o, opt.out, opt.ng, opt.snaplen);
+	ret = dp_open(o, opt.out, opt.ng, opt.snaplen);
 	if (ret < 0) {
 		fprintf(stderr, "qps_dump: %s: %s\n", opt.out, strerror(-ret));
+		if (o->own && o->f)
+			fclose(o->f);
 		for (i = 0; i < nctx; i++)
 			if (!ctxs[i].done)
 				ctx_release(&ctxs[i]);
 		return 1;
 	}
-	ret = run(&o, progp);
-	if (dp_close(&o) < 0 && !ret)
-		ret = -EIO;
+	return 0;
+}
+
+static void report(int ret)
+{
+	uint64_t drops = 0, bad = 0;
+	unsigned int i;
+
 	for (i = 0; i < nctx; i++) {
 		drops += ctxs[i].drops;
 		bad += ctxs[i].bad;
@@ -877,16 +856,62 @@ int main(int argc, char **argv)
 	if (bad)
 		fprintf(stderr, "qps_dump: %" PRIu64 " malformed records "
 			"skipped\n", bad);
+	if (ret == -EACCES)
+		fprintf(stderr, "qps_dump: permission denied: only root or the "
+			"process's user may capture\n");
+	else if (ret < 0 && ret != -EPIPE)
+		fprintf(stderr, "qps_dump: %s\n", strerror(-ret));
+}
+
+int main(int argc, char **argv)
+{
+	struct bpf_program prog, *progp = NULL;
+	struct sigaction sa;
+	struct dp_out o;
+	pcap_t *pd;
+	int ret, status;
+
+	if (parse_args(argc, argv) < 0)
+		return 2;
+	pd = pcap_open_dead(DLT_EN10MB, (int)opt.snaplen);
+	if (!pd) {
+		fprintf(stderr, "qps_dump: libpcap: cannot open\n");
+		free(opt.filter);
+		return 1;
+	}
+	if (opt.filter) {
+		if (pcap_compile(pd, &prog, opt.filter, 1,
+				 PCAP_NETMASK_UNKNOWN) < 0) {
+			fprintf(stderr, "qps_dump: filter: %s\n",
+				pcap_geterr(pd));
+			status = 2;
+			goto out;
+		}
+		progp = &prog;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_bus;
+	sigaction(SIGBUS, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	status = start(&o);
+	if (status)
+		goto out;
+	ret = run(&o, progp);
+	if (dp_close(&o) < 0 && !ret)
+		ret = -EIO;
+	report(ret);
+	status = ret < 0 && ret != -EPIPE ? 1 : 0;
+out:
 	if (progp)
 		pcap_freecode(progp);
 	pcap_close(pd);
 	free(opt.filter);
 	free(recs);
 	free(arena);
-	if (ret == -EACCES)
-		fprintf(stderr, "qps_dump: permission denied: only root or the "
-			"process's user may capture\n");
-	else if (ret < 0 && ret != -EPIPE)
-		fprintf(stderr, "qps_dump: %s\n", strerror(-ret));
-	return ret < 0 && ret != -EPIPE ? 1 : 0;
+	return status;
 }
