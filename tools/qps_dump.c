@@ -688,8 +688,10 @@ static int pass(struct dp_out *o, const struct bpf_program *prog)
 
 		if (opt.count && captured >= opt.count)
 			break;
-		if (opt.dir >= 0 && p->dir != opt.dir)
+		if (opt.dir >= 0 && p->dir != opt.dir) {
+			filtered_out++;
 			continue;
+		}
 		if (p->flags & QPS_DUMP_F_CSUM)
 			df_fill_csums(data, p->caplen);
 		memset(&ph, 0, sizeof(ph));
