@@ -7,7 +7,9 @@
 #             finds every frame (sent and received), every payload byte-exact,
 #             valid IPv4 and UDP checksums, stamps inside the run
 #   filter    a tcpdump expression keeps only what it names; -w - through
-#             tcpdump -r -
+#             tcpdump -r -; a second dumper is refused
+#   pcapng    the exchange again, in pcapng
+#   opts      -c (one context), --rx (one direction), -s (snap length)
 #   overflow  a capture that cannot keep up drops from the capture (counted
 #             by qps_dump), never from the traffic
 #   attach    attach and detach repeatedly under load, kill -9 a dumper:
@@ -137,7 +139,7 @@ else
 	fail "exchange: qps_dump never attached: $(cat "$d/dump.err")"
 fi
 
-echo "== filter, pcapng, through tcpdump -r -"
+echo "== filter, through tcpdump -r -, a second dumper"
 d=$tmp/flt
 start_peer "$d" exchange
 "$dump" -p "$peer_pid" -w - udp dst port 40002 2> "$d/dump.err" |
@@ -176,6 +178,28 @@ if LISTEN_N=2 wait_for "$d/dump.err" "listening on" 50; then
 		fail "pcapng: tshark: $err"
 else
 	fail "pcapng: qps_dump never attached: $(cat "$d/dump.err")"
+fi
+
+echo "== -c, --rx, -s"
+d=$tmp/opts
+start_peer "$d" exchange
+# Context 1 only receives: 8 frames, cut to 100 bytes.
+"$dump" -p "$peer_pid" -c 1 --rx -s 100 -w "$d/x.pcap" 2> "$d/dump.err" &
+dpid=$!
+if wait_for "$d/dump.err" "listening on pid $peer_pid ctx 1" 50; then
+	touch "$d/go"
+	wait "$peer_pid" || fail "opts: dump_peer failed"
+	wait "$dpid" || fail "opts: qps_dump exit status $?"
+	grep -q "ctx 0" "$d/dump.err" && fail "opts: -c 1 took context 0"
+	tshark -r "$d/x.pcap" -T fields -E separator=/t -e frame.cap_len \
+		-e frame.len -e ip.dst 2>/dev/null > "$d/fields"
+	n=$(wc -l < "$d/fields")
+	long=$(awk -F'\t' '$1 > 100 || ($2 > 100 && $1 != 100)' "$d/fields" | wc -l)
+	cut=$(awk -F'\t' '$2 == 1514 && $1 == 100' "$d/fields" | wc -l)
+	[[ "$n" == 8 && "$long" == 0 && "$cut" == 2 ]] ||
+		fail "opts: $n frames, $long not cut to 100, $cut full fragments cut: $(cat "$d/fields")"
+else
+	fail "opts: qps_dump never attached: $(cat "$d/dump.err")"
 fi
 
 echo "== overflow"
