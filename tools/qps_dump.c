@@ -37,6 +37,7 @@
 
 #include "dump_frame.h"
 #include "dump_pcap.h"
+#include "dump_read.h"
 #include "dump_shm.h"
 #include "stat_proc.h"
 #include "stat_read.h"
@@ -575,52 +576,28 @@ static int rec_add(const struct qps_dump_rec *r, const uint8_t *data)
 	return 0;
 }
 
-/* What sub-ring @i of @d holds now, into the pass's records. Every
- * length is checked against the area: the ring is another process's. */
+static int rec_take(void *arg, const struct qps_dump_rec *r,
+		    const uint8_t *data)
+{
+	(void)arg;
+	return rec_add(r, data);
+}
+
+/* What sub-ring @i of @d holds now, into the pass's records. */
 static int sub_drain(struct dctx *d, unsigned int i)
 {
 	struct qps_dump_sub *sub = &d->subs[i];
-	const uint8_t *area = d->data + (uint64_t)i * d->ring_bytes;
-	uint64_t mask = d->ring_bytes - 1, t = d->tail[i], head;
-	int ret = 0;
+	uint64_t head;
+	int ret;
 
 	/* Acquire: pairs with the writer's release of head (dump.c
 	 * qps_dump_put): the records before it are complete. */
 	head = atomic_load_explicit(&sub->head, memory_order_acquire);
-	if (head - t > d->ring_bytes) {
-		d->bad++;
-		t = head;
-	}
-	while (t != head && !ret) {
-		uint64_t pos = t & mask, room = d->ring_bytes - pos;
-		struct qps_dump_rec r;
-		uint32_t w[2];
-
-		memcpy(w, area + pos, sizeof(w));
-		if (w[1] == QPS_DUMP_PAD) {
-			if (w[0] != room || head - t < room)
-				goto bad;
-			t += room;
-			continue;
-		}
-		if (room < sizeof(r) || head - t < sizeof(r))
-			goto bad;
-		memcpy(&r, area + pos, sizeof(r));
-		if (r.len < sizeof(r) || r.len > room || r.len > head - t ||
-		    (r.len & 7) || r.caplen > r.len - sizeof(r) ||
-		    r.caplen > r.origlen)
-			goto bad;
-		ret = rec_add(&r, area + pos + sizeof(r));
-		t += r.len;
-		continue;
-bad:
-		d->bad++;
-		t = head;
-	}
-	d->tail[i] = t;
+	ret = dr_drain(d->data + (uint64_t)i * d->ring_bytes, d->ring_bytes,
+		       &d->tail[i], head, rec_take, NULL, &d->bad);
 	/* Release: we are done with the bytes before it; pairs with the
 	 * writer's acquire load of tail. */
-	atomic_store_explicit(&sub->tail, t, memory_order_release);
+	atomic_store_explicit(&sub->tail, d->tail[i], memory_order_release);
 	return ret;
 }
 
