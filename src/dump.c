@@ -19,6 +19,7 @@
  * counted in its sub-ring's drops and the frame goes out regardless.
  */
 #define _GNU_SOURCE	/* F_OFD_GETLK */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "dump.h"
 #include "dump_shm.h"
 #include "sq.h"
+#include "ud.h"
 
 /* $QPS_DUMP_WAIT_MS is capped at this. */
 #define QPS_DUMP_WAIT_MAX_MS 60000ul
@@ -111,6 +113,100 @@ static void qps_dump_put(struct qps_dump *d, struct qps_dump_w *w,
 	atomic_store_explicit(&w->sub->head, w->head, memory_order_release);
 }
 
+/* The multicast MAC of group @addr (network order), RFC 1112. */
+static void qps_dump_mcast_mac(uint32_t addr, uint8_t mac[6])
+{
+	const uint8_t *a = (const uint8_t *)&addr;
+
+	mac[0] = 0x01;
+	mac[1] = 0x00;
+	mac[2] = 0x5e;
+	mac[3] = a[1] & 0x7f;
+	mac[4] = a[2];
+	mac[5] = a[3];
+}
+
+static bool qps_dump_is_mcast(uint32_t addr)
+{
+	return (ntohl(addr) >> 28) == 0xe;
+}
+
+/* ::ffff:a.b.c.d into @v4 (network order). */
+static bool qps_dump_gid_v4(const uint8_t *gid, uint32_t *v4)
+{
+	static const uint8_t prefix[12] = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+	};
+
+	if (memcmp(gid, prefix, sizeof(prefix)) != 0)
+		return false;
+	memcpy(v4, gid + 12, 4);
+	return true;
+}
+
+/*
+ * The addresses, TTL and TOS of a received UD message from its GRH: RoCE
+ * v2 puts the packet's IPv4 header in its last 20 bytes (the first 20
+ * zero), IB and RoCE v1 an IPv6-format GRH with IPv4-mapped GIDs.
+ */
+static int qps_dump_grh(const uint8_t *grh, struct qps_dump_ud *u)
+{
+	static const uint8_t zero[20];
+	const uint8_t *ip = grh + 20;
+
+	if (!memcmp(grh, zero, sizeof(zero))) {
+		if (ip[0] != 0x45)
+			return -EPROTO;
+		memcpy(&u->saddr, ip + 12, 4);
+		memcpy(&u->daddr, ip + 16, 4);
+		u->tos = ip[1];
+		u->ttl = ip[8];
+		return 0;
+	}
+	if ((grh[0] >> 4) != 6 || !qps_dump_gid_v4(grh + 8, &u->saddr) ||
+	    !qps_dump_gid_v4(grh + 24, &u->daddr))
+		return -EPROTO;
+	u->tos = (uint8_t)((grh[0] << 4) | (grh[1] >> 4));
+	u->ttl = grh[7];
+	return 0;
+}
+
+/*
+ * A UD receive completion as a UD record: the GRH, the completion and
+ * what the context knows of itself. The sender's MAC is in neither, so
+ * it stays zero; the PSN is not reported, so it is 0.
+ */
+static void qps_dump_rx_ud(struct qps_ctx *ctx, struct qps_dump *d,
+			   const struct qps_dump_rec *r, const struct ibv_wc *wc)
+{
+	const uint8_t *buf = ctx->rx.buf + (size_t)wc->wr_id * ctx->rx.buf_size;
+	struct qps_dump_ud u;
+
+	if (wc->byte_len < QPS_UD_GRH_LEN)
+		return;
+	memset(&u, 0, sizeof(u));
+	if (qps_dump_grh(buf, &u) < 0)
+		return;
+	if (qps_dump_is_mcast(u.daddr)) {
+		qps_dump_mcast_mac(u.daddr, u.dmac);
+		u.dqpn = QPS_UD_MCAST_QPN;
+	} else {
+		memcpy(u.dmac, ctx->info.mac, 6);
+		u.dqpn = ctx->qp->qp_num & QPS_UD_QPN_MASK;
+	}
+	u.sqpn = wc->src_qp & QPS_UD_QPN_MASK;
+	u.qkey = QPS_UD_QKEY;
+	if (wc->wc_flags & IBV_WC_WITH_IMM) {
+		u.opcode = QPS_DUMP_BTH_UD_SEND_IMM;
+		u.imm = wc->imm_data;
+	} else {
+		u.opcode = QPS_DUMP_BTH_UD_SEND;
+	}
+	u.len = wc->byte_len - QPS_UD_GRH_LEN;
+	qps_dump_put(d, &d->w[0], r, &u, sizeof(u), buf + QPS_UD_GRH_LEN,
+		     u.len);
+}
+
 void qps_dump_rx(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
 {
 	/* Acquire: pairs with the release that published the ring
@@ -123,17 +219,57 @@ void qps_dump_rx(struct qps_ctx *ctx, const struct ibv_wc *wc, int n)
 		return;
 	memset(&r, 0, sizeof(r));
 	r.dir = QPS_DUMP_RX;
+	r.flags = ctx->ud ? QPS_DUMP_F_UD : 0;
 	r.ts_ns = qps_realtime_ns();
 	for (i = 0; i < n; i++) {
 		if (wc[i].status != IBV_WC_SUCCESS ||
 		    wc[i].wr_id >= ctx->rx.depth ||
 		    wc[i].byte_len > ctx->rx.buf_size)
 			continue;
+		if (ctx->ud) {
+			qps_dump_rx_ud(ctx, d, &r, &wc[i]);
+			continue;
+		}
 		qps_dump_put(d, &d->w[0], &r,
 			     ctx->rx.buf + (size_t)wc[i].wr_id *
 					   ctx->rx.buf_size,
 			     wc[i].byte_len, NULL, 0);
 	}
+}
+
+/*
+ * A UD send as a UD record: the slot's message and the destination its
+ * WR names (sq_generic.c), with what the AH was made with (ud_addr.c:
+ * hop limit QPS_UD_HOP_LIMIT, traffic class 0) and the next hop's MAC
+ * as the provider resolved it for the AH. The device numbers the
+ * packets: the PSN is not known here and stays 0.
+ */
+static void qps_dump_tx_ud(struct qps_sq *sq, struct qps_dump *d,
+			   struct qps_dump_w *w, const struct qps_dump_rec *r,
+			   uint32_t slot)
+{
+	struct qps_ctx *ctx = sq->ctx;
+	const struct qps_ud_dest *dst = &sq->ud_dest[slot];
+	struct qps_dump_ud u;
+
+	memset(&u, 0, sizeof(u));
+	memcpy(u.smac, ctx->info.mac, 6);
+	u.saddr = ctx->info.addr.s_addr;
+	u.daddr = dst->daddr;
+	if (qps_dump_is_mcast(u.daddr)) {
+		qps_dump_mcast_mac(u.daddr, u.dmac);
+	} else if (qps_route_resolve(ctx, NULL, u.daddr, u.dmac, true) < 0) {
+		memset(u.dmac, 0, sizeof(u.dmac));
+	}
+	u.dqpn = dst->qpn & QPS_UD_QPN_MASK;
+	u.sqpn = sq->qp->qp_num & QPS_UD_QPN_MASK;
+	/* IB: a Q_Key with its high bit set stands for the QP's own. */
+	u.qkey = (dst->qkey & 0x80000000u) ? QPS_UD_QKEY : dst->qkey;
+	u.opcode = QPS_DUMP_BTH_UD_SEND;
+	u.ttl = QPS_UD_HOP_LIMIT;
+	u.len = sq->meta[slot].len;
+	qps_dump_put(d, w, r, &u, sizeof(u),
+		     sq->buf + (size_t)slot * ctx->tx_slot_size, u.len);
 }
 
 void qps_dump_tx(struct qps_sq *sq, void *const *items, unsigned int n,
@@ -157,7 +293,10 @@ void qps_dump_tx(struct qps_sq *sq, void *const *items, unsigned int n,
 		const struct qps_tx_meta *m = &sq->meta[slot];
 
 		r.flags = (m->flags & QPS_TXM_CSUM) ? QPS_DUMP_F_CSUM : 0;
-		if (i == 0 && f) {
+		if (sq->ud_dest) {
+			r.flags = QPS_DUMP_F_UD;
+			qps_dump_tx_ud(sq, d, w, &r, slot);
+		} else if (i == 0 && f) {
 			uint8_t hdrs[QPS_HDRS_LEN];
 
 			qps_tx_frame_hdrs(hdrs, f);
@@ -245,10 +384,6 @@ static int qps_dump_attach(struct qps_ctx *ctx, uint64_t id)
 	uint32_t i;
 	int ret;
 
-	/* UD frames are built by the device from what the WR says; their
-	 * capture is not there yet. */
-	if (ctx->ud)
-		return -EOPNOTSUPP;
 	d = calloc(1, sizeof(*d) + (ctx->nsq + 1) * sizeof(d->w[0]));
 	if (!d)
 		return -ENOMEM;

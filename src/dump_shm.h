@@ -51,6 +51,10 @@
 /* The device computes the frame's IPv4 header and UDP checksums: they
  * are 0 in these bytes, for the reader to fill in. */
 #define QPS_DUMP_F_CSUM 1u
+/* A UD datagram: the device builds its RoCE v2 frame from the work
+ * request, so the record is a struct qps_dump_ud and the payload, from
+ * which the reader rebuilds the frame. */
+#define QPS_DUMP_F_UD 2u
 
 /* caplen of a pad record: skip len bytes, then go on at offset 0. */
 #define QPS_DUMP_PAD 0xffffffffu
@@ -99,6 +103,25 @@ struct qps_dump_rec {
 	uint8_t reserved;
 	uint64_t ts_ns;			/* CLOCK_REALTIME */
 };
+
+/* The bytes of a QPS_DUMP_F_UD record ahead of its payload. */
+struct qps_dump_ud {
+	uint8_t dmac[6];
+	uint8_t smac[6];		/* zero: not known (received) */
+	uint32_t saddr, daddr;		/* IPv4, network order */
+	uint32_t dqpn, sqpn;		/* 24 bits, host order */
+	uint32_t qkey;			/* host order */
+	uint32_t psn;			/* 24 bits; 0: not known */
+	uint32_t imm;			/* network order, with SEND_IMM */
+	uint8_t opcode;			/* QPS_DUMP_BTH_UD_SEND[_IMM] */
+	uint8_t ttl, tos;
+	uint8_t reserved;		/* 0 */
+	uint32_t len;			/* payload bytes that follow */
+};
+
+/* The BTH opcodes a UD datagram is sent with. */
+#define QPS_DUMP_BTH_UD_SEND 0x64u
+#define QPS_DUMP_BTH_UD_SEND_IMM 0x65u
 
 static inline uint64_t qps_dump_align8(uint64_t v)
 {

@@ -10,6 +10,9 @@
  *	enough to be fragmented; receives all of it on B. Writes DIR/sent
  *	(each payload in hex, one a line, in the order sent), DIR/t0 and
  *	DIR/t1 (CLOCK_REALTIME ns around it), then exits.
+ *   dump_peer ud DIR
+ *	the same on two UD contexts: N_UD unicast datagrams A -> B, their
+ *	payloads into DIR/sent as above.
  *   dump_peer flood DIR MS
  *	creates DIR/ready and sends A -> B for MS ms in windows of 32,
  *	receiving each window whole before the next, so the receiver never
@@ -36,6 +39,7 @@
 #define MC_GROUP "239.1.2.3"
 #define N_UCAST 3
 #define N_MCAST 2
+#define N_UD 2
 #define BIG_LEN 3000
 #define WINDOW 32
 #define FLOOD_LEN 200
@@ -193,6 +197,53 @@ static int exchange(void)
 	return 0;
 }
 
+static struct qps_ctx *ud_ctx(const char *wire, const char *ip)
+{
+	struct qps_ctx_attr attr = t_emu_attr(wire, ip);
+	struct qps_ctx *c = NULL;
+
+	attr.comp_mask |= QPS_CTX_ATTR_TRANSPORT;
+	attr.transport = QPS_TRANSPORT_UD;
+	CHECK(qps_ctx_create(&attr, &c));
+	return c;
+}
+
+static int ud(void)
+{
+	struct qps_ctx *a, *b;
+	struct qps_ud_addr la, lb;
+	struct qps_ep *ea, *eu;
+	uint8_t buf[64];
+	char wire[64];
+	FILE *log;
+	int i, len;
+
+	snprintf(wire, sizeof(wire), "t-dump-%d", (int)getpid());
+	a = ud_ctx(wire, IP_A);
+	b = ud_ctx(wire, IP_B);
+	CHECK(qps_ud_local(a, &la));
+	CHECK(qps_ud_local(b, &lb));
+	CHECK(qps_ud_peer_set(a, &lb));
+	CHECK(qps_ud_peer_set(b, &la));
+	ea = ep_bound(a, IP_A, 40000);
+	eu = ep_bound(b, IP_B, PORT_U);
+	touch("ready");
+	wait_file("go", 20000);
+	log = open_in_dir("sent", "w");
+	for (i = 0; i < N_UD; i++) {
+		len = snprintf((char *)buf, sizeof(buf), "ud datagram %d", i);
+		send_rec(log, ea, IP_B, PORT_U, buf, (size_t)len);
+		recv_check(eu, buf, (size_t)len);
+	}
+	fclose(log);
+	usleep(50000);
+	qps_ep_close(ea);
+	qps_ep_close(eu);
+	qps_ctx_destroy(a);
+	qps_ctx_destroy(b);
+	return 0;
+}
+
 static int flood(int ms)
 {
 	struct qps_ctx *a, *b;
@@ -248,12 +299,14 @@ int main(int argc, char **argv)
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: dump_peer exchange DIR | "
-			"flood DIR MS\n");
+			"ud DIR | flood DIR MS\n");
 		return 1;
 	}
 	snprintf(dir, sizeof(dir), "%s", argv[2]);
 	if (!strcmp(argv[1], "exchange"))
 		return exchange();
+	if (!strcmp(argv[1], "ud"))
+		return ud();
 	if (!strcmp(argv[1], "flood") && argc > 3)
 		return flood(atoi(argv[3]));
 	fprintf(stderr, "dump_peer: unknown mode %s\n", argv[1]);

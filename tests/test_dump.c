@@ -21,6 +21,8 @@
 #include "dump_shm.h"
 #include "qps_int.h"
 #include "t_util.h"
+#include "sq.h"
+#include "ud.h"
 
 #define RING_BYTES (64u * 1024)
 #define TICKS_MS (QPS_STAT_PERIOD_MS * 20)
@@ -345,26 +347,97 @@ static void test_dumper_death(void)
 	t_suite_end();
 }
 
-/* UD frames are built by the device: a UD context does not take a ring,
- * and says nothing in it. */
-static void test_ud_refused(void)
+static struct qps_ctx *ud_ctx(const char *addr)
 {
 	struct qps_ctx_attr attr;
 	struct qps_ctx *u = NULL;
-	struct ring r;
 
-	t_suite_begin();
-	attr = t_emu_attr(g_wire, "198.18.0.9");
+	attr = t_emu_attr(g_wire, addr);
 	attr.comp_mask |= QPS_CTX_ATTR_TRANSPORT;
 	attr.transport = QPS_TRANSPORT_UD;
 	T_EQ_FATAL(qps_ctx_create(&attr, &u), 0);
 	t_ctxs_add(&t_suite_ctxs, u);
-	ring_make(&r, u, ++g_id, NULL, true);
-	request(u, r.h->id);
-	CU_ASSERT(stays_off(u));
-	CU_ASSERT_EQUAL(r.h->state, QPS_DUMP_ST_NEW);
-	request(u, 0);
-	ring_free(&r);
+	return u;
+}
+
+/* A UD record: its header checked against what @a sent @b. */
+static void check_ud(const struct qps_dump_rec *rec, uint8_t dir,
+		     const struct qps_ctx *a, const struct qps_ctx *b,
+		     uint32_t len)
+{
+	struct qps_dump_ud u;
+
+	CU_ASSERT_FATAL(rec != NULL);
+	CU_ASSERT_EQUAL(rec->dir, dir);
+	CU_ASSERT_EQUAL(rec->flags, QPS_DUMP_F_UD);
+	CU_ASSERT_EQUAL(rec->origlen, sizeof(u) + QPS_UD_HDR_LEN + len);
+	CU_ASSERT_FATAL(rec->caplen == rec->origlen);
+	memcpy(&u, rec + 1, sizeof(u));
+	CU_ASSERT_EQUAL(u.saddr, a->info.addr.s_addr);
+	CU_ASSERT_EQUAL(u.daddr, b->info.addr.s_addr);
+	CU_ASSERT(memcmp(u.dmac, b->info.mac, 6) == 0);
+	CU_ASSERT_EQUAL(u.dqpn, b->qp->qp_num);
+	CU_ASSERT_EQUAL(u.sqpn, a->sq[0].qp->qp_num);
+	CU_ASSERT_EQUAL(u.qkey, QPS_UD_QKEY);
+	CU_ASSERT_EQUAL(u.opcode, QPS_DUMP_BTH_UD_SEND);
+	CU_ASSERT_EQUAL(u.ttl, 64);
+	CU_ASSERT_EQUAL(u.len, QPS_UD_HDR_LEN + len);
+	/* The sender knows its MAC; the receiver is not told it. */
+	if (dir == QPS_DUMP_TX)
+		CU_ASSERT(memcmp(u.smac, a->info.mac, 6) == 0);
+}
+
+/* A UD context takes the ring; a datagram lands as a UD record on both
+ * sides: what the RoCE v2 frame is made of, then the message. */
+static void test_ud(void)
+{
+	struct qps_ctx *a, *b;
+	struct qps_ep *ea, *eb;
+	struct qps_ud_addr la, lb;
+	struct sockaddr_in s;
+	struct ring ra, rb;
+	const struct qps_dump_rec *rec;
+	char buf[64];
+	int ms = 2000;
+
+	t_suite_begin();
+	a = ud_ctx("198.18.0.9");
+	b = ud_ctx("198.18.0.10");
+	T_EQ_FATAL(qps_ud_local(a, &la), 0);
+	T_EQ_FATAL(qps_ud_local(b, &lb), 0);
+	T_EQ_FATAL(qps_ud_peer_set(a, &lb), 0);
+	T_EQ_FATAL(qps_ud_peer_set(b, &la), 0);
+	T_EQ_FATAL(qps_ep_create(a, QPS_EP_DGRAM, &ea), 0);
+	T_EQ_FATAL(qps_ep_create(b, QPS_EP_DGRAM, &eb), 0);
+	s = t_sin("198.18.0.9", 9000);
+	T_EQ_FATAL(qps_bind(ea, (struct sockaddr *)&s, sizeof(s)), 0);
+	s = t_sin("198.18.0.10", 9001);
+	T_EQ_FATAL(qps_bind(eb, (struct sockaddr *)&s, sizeof(s)), 0);
+	T_EQ_FATAL(qps_setopt(eb, QPS_OPT_RCVTIMEO, &ms, sizeof(ms)), 0);
+	ring_make(&ra, a, ++g_id, NULL, true);
+	ring_make(&rb, b, ++g_id, NULL, true);
+	request(a, ra.h->id);
+	request(b, rb.h->id);
+	CU_ASSERT_FATAL(becomes(a, true) && becomes(b, true));
+	CU_ASSERT_EQUAL(ra.h->state, QPS_DUMP_ST_ATTACHED);
+	T_EQ(qps_sendto(ea, "ud-datagram", 11, 0, (struct sockaddr *)&s,
+			sizeof(s)), 11);
+	T_EQ(qps_recv(eb, buf, sizeof(buf), 0), 11);
+	rec = first_rec(&ra, 1);
+	check_ud(rec, QPS_DUMP_TX, a, b, 11);
+	CU_ASSERT(memcmp((const uint8_t *)(rec + 1) +
+			 sizeof(struct qps_dump_ud) + QPS_UD_HDR_LEN,
+			 "ud-datagram", 11) == 0);
+	rec = first_rec(&rb, 0);
+	check_ud(rec, QPS_DUMP_RX, a, b, 11);
+	CU_ASSERT(memcmp((const uint8_t *)(rec + 1) +
+			 sizeof(struct qps_dump_ud) + QPS_UD_HDR_LEN,
+			 "ud-datagram", 11) == 0);
+	request(a, 0);
+	request(b, 0);
+	CU_ASSERT(becomes(a, false) && becomes(b, false));
+	ring_free(&ra);
+	ring_free(&rb);
 	t_suite_end();
 }
 
@@ -397,7 +470,7 @@ int main(void)
 		  test_hostile_tail },
 		{ "dumper death: ring dropped, name removed, request cleared",
 		  test_dumper_death },
-		{ "UD transport: refused", test_ud_refused },
+		{ "UD transport: sent and received as UD records", test_ud },
 		{ "QPS_DUMP_WAIT_MS bounded", test_wait_env },
 		CU_TEST_INFO_NULL,
 	};

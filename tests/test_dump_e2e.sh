@@ -6,6 +6,11 @@
 #   exchange  unicast, multicast and a fragmented datagram captured; tshark
 #             finds every frame (sent and received), every payload byte-exact,
 #             valid IPv4 and UDP checksums, stamps inside the run
+#   ud        UD datagrams between two UD contexts captured as the RoCE v2
+#             frames the device sends: tshark decodes them (infiniband,
+#             UD SEND only), IPv4 checksums and ICRCs valid, payloads
+#             byte-exact, the sent and received frames of each the same
+#             but for the source MAC the receiver is not told
 #   filter    a tcpdump expression keeps only what it names; -w - through
 #             tcpdump -r -; a second dumper is refused
 #   pcapng    the exchange again, in pcapng
@@ -120,6 +125,55 @@ if sorted(got) != want:
 EOF
 }
 
+# check_ud DIR: DIR/u.pcap holds each datagram of DIR/sent twice (sent,
+# received) as RoCE v2 UD frames: IPv4 checksum and ICRC (CRC-32 of 8
+# bytes of 1s and the packet, variant fields masked to 1s) valid, the
+# payload byte-exact, both frames alike but for the source MAC.
+check_ud() {
+	python3 - "$1" <<'EOF'
+import struct, sys, zlib
+d = sys.argv[1]
+sent = [bytes.fromhex(l) for l in open(d + "/sent").read().split()]
+raw = open(d + "/u.pcap", "rb").read()
+if struct.unpack_from("<I", raw)[0] not in (0xa1b2c3d4, 0xa1b23c4d):
+    sys.exit("not a little-endian pcap")
+off, frames = 24, []
+while off < len(raw):
+    _, _, cap, wire = struct.unpack_from("<IIII", raw, off)
+    if cap != wire:
+        sys.exit("frame cut")
+    frames.append(raw[off + 16:off + 16 + cap])
+    off += 16 + cap
+if len(frames) != 2 * len(sent):
+    sys.exit("frames: %d, want %d" % (len(frames), 2 * len(sent)))
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return s
+got = []
+for f in frames:
+    ip = f[14:]
+    tot = struct.unpack_from("!H", ip, 2)[0]
+    if len(ip) != tot or csum(ip[:20]) != 0xffff:
+        sys.exit("IPv4 header or checksum bad")
+    if struct.unpack_from("!H", ip, 22)[0] != 4791 or ip[28] != 0x64:
+        sys.exit("not a RoCE v2 UD SEND only")
+    m = bytearray(ip[:-4])
+    m[1] = m[8] = m[10] = m[11] = m[26] = m[27] = m[32] = 0xff
+    if zlib.crc32(b"\xff" * 8 + bytes(m)) != struct.unpack("<I", ip[-4:])[0]:
+        sys.exit("ICRC bad")
+    pad = (ip[29] >> 4) & 3
+    # IPv4, UDP, BTH, DETH, then qpsock's 12-byte UD header.
+    got.append((ip[20 + 8 + 12 + 8 + 12:tot - 4 - pad], f[12:]))
+if sorted(g[0] for g in got) != sorted(sent * 2):
+    sys.exit("payloads differ from those sent")
+rest = sorted(g[1] for g in got)
+if any(rest[i] != rest[i + 1] for i in range(0, len(rest), 2)):
+    sys.exit("a sent and a received frame differ")
+EOF
+}
+
 echo "== exchange"
 d=$tmp/ex
 start_peer "$d" exchange
@@ -137,6 +191,27 @@ if LISTEN_N=2 wait_for "$d/dump.err" "listening on" 50; then
 		fail "exchange: tshark: $err"
 else
 	fail "exchange: qps_dump never attached: $(cat "$d/dump.err")"
+fi
+
+echo "== ud"
+d=$tmp/ud
+start_peer "$d" ud
+"$dump" -p "$peer_pid" -w "$d/u.pcap" 2> "$d/dump.err" &
+dpid=$!
+if LISTEN_N=2 wait_for "$d/dump.err" "listening on" 50; then
+	touch "$d/go"
+	wait "$peer_pid" || fail "ud: dump_peer failed: $(cat "$d/peer.log")"
+	wait "$dpid" || fail "ud: qps_dump exit status $?"
+	grep -q "^4 packets captured" "$d/dump.err" ||
+		fail "ud: $(cat "$d/dump.err")"
+	n=$(tshark -r "$d/u.pcap" -o ip.check_checksum:TRUE \
+		-Y 'infiniband.bth.opcode == 100 && udp.dstport == 4791 &&
+		    ip.checksum.status == 1 && infiniband.deth.srcqp' \
+		2>/dev/null | wc -l)
+	[[ $n == 4 ]] || fail "ud: tshark decoded $n UD frames, want 4"
+	err=$(check_ud "$d" 2>&1) || fail "ud: $err"
+else
+	fail "ud: qps_dump never attached: $(cat "$d/dump.err")"
 fi
 
 echo "== filter, through tcpdump -r -, a second dumper"

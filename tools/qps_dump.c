@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "dump_frame.h"
+#include "dump_roce.h"
 #include "dump_pcap.h"
 #include "dump_read.h"
 #include "dump_shm.h"
@@ -112,6 +113,9 @@ static size_t nrecs, cap_recs;
 static uint8_t *arena;
 static size_t arena_len, arena_cap;
 static uint64_t seq_next, captured, filtered_out;
+/* UD records that made no sense, and the frame one is rebuilt into. */
+static uint64_t ud_bad;
+static uint8_t ud_frame[DR_ROCE_MAX_FRAME];
 
 static void on_stop(int sig)
 {
@@ -669,16 +673,26 @@ static int pass(struct dp_out *o, const struct bpf_program *prog)
 			filtered_out++;
 			continue;
 		}
-		if (p->flags & QPS_DUMP_F_CSUM)
-			df_fill_csums(data, p->caplen);
 		memset(&ph, 0, sizeof(ph));
 		ph.caplen = p->caplen;
 		ph.len = p->origlen;
+		if (p->flags & QPS_DUMP_F_UD) {
+			ret = dr_roce_build(data, p->caplen, p->origlen,
+					    ud_frame, opt.snaplen, &ph.len);
+			if (ret < 0) {
+				ud_bad++;
+				continue;
+			}
+			data = ud_frame;
+			ph.caplen = (uint32_t)ret;
+		} else if (p->flags & QPS_DUMP_F_CSUM) {
+			df_fill_csums(data, p->caplen);
+		}
 		if (prog && !pcap_offline_filter(prog, &ph, data)) {
 			filtered_out++;
 			continue;
 		}
-		ret = dp_write(o, p->ts, data, p->caplen, p->origlen);
+		ret = dp_write(o, p->ts, data, ph.caplen, ph.len);
 		if (ret < 0)
 			return ret;
 		captured++;
@@ -720,8 +734,8 @@ static bool ctx_progress(void)
 					opt.snaplen);
 			} else if (mono_ms() > d->attach_by) {
 				fprintf(stderr, "qps_dump: %s did not take the "
-					"capture ring (UD transport, or a "
-					"library without capture)\n", d->label);
+					"capture ring (a library without "
+					"capture)\n", d->label);
 				ctx_release(d);
 				continue;
 			}
@@ -827,6 +841,7 @@ static void report(int ret)
 		drops += ctxs[i].drops;
 		bad += ctxs[i].bad;
 	}
+	bad += ud_bad;
 	fprintf(stderr, "%" PRIu64 " packets captured\n", captured);
 	fprintf(stderr, "%" PRIu64 " packets received by filter\n",
 		captured + filtered_out);

@@ -20,6 +20,7 @@
 
 #include "dump_frame.h"
 #include "dump_read.h"
+#include "dump_roce.h"
 
 #define RING 4096u
 
@@ -43,8 +44,18 @@ static int take(void *arg, const struct qps_dump_rec *r, const uint8_t *data)
 	FUZZ_CHECK(data >= c->area && data + r->caplen <= c->area + RING);
 	FUZZ_CHECK(r->caplen <= r->len - sizeof(*r) && r->caplen <= r->origlen);
 	copy = fuzz_dup(data, r->caplen);
-	if (r->flags & QPS_DUMP_F_CSUM)
+	if (r->flags & QPS_DUMP_F_UD) {
+		uint32_t cap = r->origlen % (DR_ROCE_MAX_FRAME + 1), wire = 0;
+		uint8_t *frame = fuzz_dup(NULL, cap);
+		int n = dr_roce_build(copy, r->caplen, r->origlen, frame, cap,
+				      &wire);
+
+		FUZZ_CHECK(n < 0 || ((uint32_t)n <= cap && (uint32_t)n <= wire &&
+				     wire <= DR_ROCE_MAX_FRAME));
+		fuzz_free(frame);
+	} else if (r->flags & QPS_DUMP_F_CSUM) {
 		df_fill_csums(copy, r->caplen);
+	}
 	fuzz_free(copy);
 	c->n++;
 	return 0;
@@ -104,7 +115,9 @@ int fuzz_make_corpus(const char *dir)
 		198, 18, 0, 1, 198, 18, 0, 2,
 		0x1f, 0x90, 0x1f, 0x91, 0, 12, 0, 0, 'd', 'a', 't', 'a',
 	};
+	uint8_t ud[sizeof(struct qps_dump_ud) + 4];
 	uint8_t *area = calloc(1, RING);
+	struct qps_dump_ud u;
 	uint64_t pos = 0;
 	uint32_t w[2];
 	int r = 0;
@@ -126,6 +139,21 @@ int fuzz_make_corpus(const char *dir)
 	w[0] = 72;
 	memcpy(area + RING - 64, w, sizeof(w));
 	r |= seed(dir, "bad-pad", RING - 64, RING + 88, area);
+	/* A UD send: its header, then 4 bytes of payload. */
+	memset(area, 0, RING);
+	memset(&u, 0, sizeof(u));
+	u.saddr = 0x0100a8c0;
+	u.daddr = 0x0200a8c0;
+	u.dqpn = 0x11;
+	u.sqpn = 0x12;
+	u.qkey = 0x01234567;
+	u.opcode = QPS_DUMP_BTH_UD_SEND;
+	u.ttl = 64;
+	u.len = 4;
+	memcpy(ud, &u, sizeof(u));
+	memcpy(ud + sizeof(u), "data", 4);
+	pos = put(area, 0, ud, sizeof(ud), QPS_DUMP_F_UD);
+	r |= seed(dir, "ud", 0, pos, area);
 	free(area);
 	return r ? -1 : 0;
 }
