@@ -29,6 +29,8 @@ set -euo pipefail
 # the xdp provider (docs/xdp.md).
 # dnsmasq-base, bind9-dnsutils (dig), socat, ssmping, ffmpeg: real programs
 # under qpsock-run (test_preload_programs).
+# libpcap-dev: qps_dump's filter; tshark, tcpdump: test_dump_e2e.sh reads
+# the captures back (tshark's setuid question answered "no" below).
 PKGS=(
 	build-essential
 	cmake
@@ -62,6 +64,9 @@ PKGS=(
 	libxdp-dev
 	libbpf-dev
 	xdp-tools
+	libpcap-dev
+	tshark
+	tcpdump
 )
 
 if [[ "${QPS_SKIP_DEPS:-0}" == 1 ]]; then
@@ -99,6 +104,11 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# tshark (wireshark-common) asks whether non-root users may capture.
+if command -v debconf-set-selections >/dev/null 2>&1; then
+	echo "wireshark-common wireshark-common/install-setuid boolean false" |
+		"${SUDO[@]}" debconf-set-selections
+fi
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
 	apt-get install -y --no-install-recommends "${missing[@]}"

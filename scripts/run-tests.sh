@@ -172,7 +172,7 @@ ctest_asan() {
 # No -Werror here: GCC warns that TSan does not model
 # atomic_thread_fence (the -Werror build above checks warnings).
 tsan_suites=(test_mcast test_prio test_mutex test_doorbell test_txq_e2e
-	test_prio_e2e test_ud test_ud_addr test_qp_error)
+	test_prio_e2e test_ud test_ud_addr test_qp_error test_dump)
 tsan_build() {
 	cmake -S . -B build-tsan -DQPS_SANITIZE=thread \
 		-DCMAKE_BUILD_TYPE=Debug -DQPS_ENABLE_WERROR=OFF

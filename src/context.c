@@ -15,6 +15,7 @@
 
 #include "endpoint.h"
 #include "rx.h"
+#include "dump.h"
 #include "sq.h"
 #include "stat.h"
 #include "tx_wait.h"
@@ -543,6 +544,8 @@ int qps_ctx_create(const struct qps_ctx_attr *attr, struct qps_ctx **ctx_out)
 
 	ret = ctx->ops->get_event_fd(ctx->dev);
 	ctx->event_fd = ret >= 0 ? ret : -1;
+	/* Before the stats thread: it runs the ticks from then on. */
+	qps_dump_start_wait(ctx);
 	qps_stat_start(ctx);
 
 	*ctx_out = ctx;

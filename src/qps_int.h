@@ -91,6 +91,7 @@ struct qps_db_timer {
 
 struct qps_sq;	/* sq.h */
 struct qps_sq_path;	/* sq_path.h */
+struct qps_dump;	/* dump.c */
 
 /*
  * A context, in parts by lock domain:
@@ -184,6 +185,10 @@ struct qps_ctx {
 	 * segment too) and in txq; qps_ctx_stats adds them. */
 	struct qps_stats *st;
 	struct qps_stat stat;
+	/* The capture ring qps_dump attached (dump.h), NULL for none:
+	 * published by the stats tick (release), read by the writers under
+	 * their locks. */
+	struct qps_dump *dump;
 };
 
 /* context.c */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "demux.h"
+#include "dump.h"
 #include "endpoint.h"
 #include "qps_int.h"
 #include "rx.h"
@@ -717,6 +718,8 @@ static void qps_rx_batch(struct qps_ctx *ctx, const struct ibv_wc *wc,
 	bool pf = qps_demux_prefetching(ctx);
 	int i;
 
+	if (qps_dump_on(ctx))
+		qps_dump_rx(ctx, wc, n);
 	for (i = 0; i < n; i++)
 		if (wc[i].wr_id < ctx->rx.depth)
 			__builtin_prefetch(qps_rx_buf_addr(ctx,

@@ -36,6 +36,9 @@ struct qps_stat {
 	bool lock_init;
 	bool running;
 	bool stop;
+	/* The last capture ring the context would not take (dump.c): not
+	 * tried again on every tick. */
+	uint64_t dump_refused;
 };
 
 /* A new file for context @id's segment of @size bytes, mapped in

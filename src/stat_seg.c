@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dump.h"
 #include "sq.h"
 #include "proc_start.h"
 #include "stat.h"
@@ -303,6 +304,7 @@ static void *qps_stat_main(void *arg)
 	while (!s->stop) {
 		pthread_mutex_unlock(&s->lock);
 		qps_stat_snap(ctx);
+		qps_dump_tick(ctx);
 		pthread_mutex_lock(&s->lock);
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_nsec += QPS_STAT_PERIOD_MS * 1000000L;
@@ -371,6 +373,7 @@ void qps_stat_close(struct qps_ctx *ctx)
 	struct qps_stat *s = &ctx->stat;
 
 	qps_stat_stop(ctx);
+	qps_dump_close(ctx);
 	if (s->lock_init) {
 		pthread_cond_destroy(&s->cond);
 		pthread_mutex_destroy(&s->lock);

@@ -31,8 +31,9 @@
 #define QPS_STAT_DIR "/dev/shm"
 #define QPS_STAT_PREFIX "qpsock-stat."
 #define QPS_STAT_MAGIC 0x5441545350535150ull	/* "QPSPSTAT" */
-/* 2: the writer's PID namespace in the header, owner-only mode. */
-#define QPS_STAT_LAYOUT 2
+/* 2: the writer's PID namespace in the header, owner-only mode.
+ * 3: the capture request word (dump_req). */
+#define QPS_STAT_LAYOUT 3
 /* The library version a segment was written by: major << 16 | minor. */
 #define QPS_STAT_VERSION (QPS_VERSION_MAJOR * 65536u + QPS_VERSION_MINOR)
 #define QPS_STAT_ALIGN 64
@@ -164,6 +165,12 @@ struct qps_stat_hdr {
 	_Atomic uint32_t snap_seq;
 	uint32_t reserved2;
 	_Atomic uint64_t snap_ns;	/* CLOCK_REALTIME of the last one */
+	/* The capture ring a dumper asks this context to write into
+	 * (dump_shm.h), 0 for none: written by qps_dump (release, after
+	 * the ring is complete), read by the context on its stats tick
+	 * (acquire). Only who may open the segment read-write (its owner,
+	 * root) can ask. */
+	_Atomic uint64_t dump_req;
 } __attribute__((aligned(QPS_STAT_ALIGN)));
 
 static inline size_t qps_stat_align(size_t v)

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dump.h"
 #include "sq.h"
 #include "thread_id.h"
 #include "tx_wait.h"
@@ -396,6 +397,8 @@ QPS_TX_HOT void qps_tx_post_burst_locked(struct qps_sq *sq, void **items,
 	bool plain = n == 0;
 	unsigned int i;
 
+	if (qps_dump_on(sq->ctx))
+		qps_dump_tx(sq, items, n, f);
 	for (i = 0; i < n; i++) {
 		uint32_t slot = (uint32_t)((uintptr_t)items[i] - 1);
 		/* Read before the post: a refused frame's slot is freed. */

@@ -27,6 +27,8 @@
 #define QPS_UD_GRH_LEN 40
 #define QPS_UD_MCAST_QPN 0xffffffu
 #define QPS_UD_QPN_MASK 0xffffffu
+/* The hop limit of every AH qpsock makes (traffic class 0). */
+#define QPS_UD_HOP_LIMIT 64
 
 /*
  * The header after the GRH, network order:
@@ -64,6 +66,7 @@ int qps_ud_parse(const uint8_t *buf, uint32_t len,
  * sq->lock and read by sq_generic.c when it builds the WR. */
 struct qps_ud_dest {
 	struct ibv_ah *ah;
+	uint32_t daddr;		/* network order; for capture (dump.c) */
 	uint32_t qpn;
 	uint32_t qkey;
 };

@@ -368,7 +368,7 @@ static int qps_ud_ah_create_locked(struct qps_ud *ud, uint32_t addr,
 	attr.is_global = 1;
 	attr.port_num = 0;	/* the context's own port */
 	attr.grh.sgid_index = ud->sgid_index;
-	attr.grh.hop_limit = 64;
+	attr.grh.hop_limit = QPS_UD_HOP_LIMIT;
 	attr.grh.dgid.raw[10] = 0xff;
 	attr.grh.dgid.raw[11] = 0xff;
 	memcpy(&attr.grh.dgid.raw[12], &addr, 4);
@@ -490,6 +490,7 @@ int qps_ud_dest_get(struct qps_sq *sq, uint32_t daddr,
 		us->slot_ah[slot] = cur;
 	}
 	out->ah = cur->ah->ibv;
+	out->daddr = daddr;
 	out->qpn = c->qpn;
 	out->qkey = c->qkey;
 	/* Last: either may have been the last reference of a retired AH. */

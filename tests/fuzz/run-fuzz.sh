@@ -24,7 +24,7 @@ secs=$2
 shift 2
 harnesses=("$@")
 if [[ ${#harnesses[@]} -eq 0 ]]; then
-	harnesses=(fuzz_frames fuzz_emu_wire fuzz_api fuzz_ipfrag fuzz_stat)
+	harnesses=(fuzz_frames fuzz_emu_wire fuzz_api fuzz_ipfrag fuzz_stat fuzz_dump)
 fi
 jobs=${QPS_JOBS:-2}
 nice_lvl=${QPS_FUZZ_NICE:-10}
