@@ -90,13 +90,20 @@ start_peer() {
 
 # check_exchange PCAP DIR: every frame of the exchange, twice (sent by A,
 # received by B), payloads as sent, checksums good, stamps in [t0, t1].
+# tshark's reassembly is off: a datagram's fragments are seen twice with
+# one IP ID, and the two copies may interleave (docs/dump.md, ordering),
+# so the fragments are put together and the UDP checksum verified here.
 check_exchange() {
-	tshark -r "$1" -o udp.check_checksum:TRUE -o ip.check_checksum:TRUE \
+	tshark -r "$1" -o ip.defragment:FALSE -o udp.check_checksum:TRUE \
+		-o ip.check_checksum:TRUE \
 		-T fields -E separator=/t -e frame.time_epoch \
 		-e ip.checksum.status -e udp.checksum.status -e ip.flags.mf \
-		-e ip.frag_offset -e data.data 2>/dev/null > "$2/fields" ||
-		return 1
+		-e ip.frag_offset -e ip.src -e ip.dst -e ip.id -e udp.srcport \
+		-e udp.dstport -e udp.length -e udp.checksum -e data.data \
+		2>/dev/null > "$2/fields" || return 1
 	python3 - "$2" <<'EOF'
+import socket
+import struct
 import sys
 from decimal import Decimal
 d = sys.argv[1]
@@ -107,18 +114,60 @@ rows = [l.rstrip("\n").split("\t") for l in open(d + "/fields")]
 # 3 unicast, 2 multicast, one datagram in 3 fragments; each seen twice.
 if len(rows) != 2 * (len(sent) - 1 + 3):
     sys.exit("frames: %d, want %d" % (len(rows), 2 * (len(sent) + 2)))
+
+def udp_ok(src, dst, sport, dport, csum, payload):
+    ulen = 8 + len(payload)
+    b = (socket.inet_aton(src) + socket.inet_aton(dst) +
+         struct.pack("!BBHHHHH", 0, 17, ulen, sport, dport, ulen, 0) +
+         payload)
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    want = ~s & 0xffff
+    return csum == (want or 0xffff)
+
 got = []
-for ts, ipok, udpok, mf, off, data in rows:
+frags = {}
+for (ts, ipok, udpok, mf, off, src, dst, ipid, sport, dport, ulen, csum,
+     data) in rows:
     if not t0 <= Decimal(ts) <= t1:
         sys.exit("stamp %s outside [%s, %s]" % (ts, t0, t1))
     if ipok != "1":
         sys.exit("IPv4 checksum status %s" % ipok)
-    # A fragment after the first has no UDP header: only the datagram's
-    # last one carries the reassembled payload.
-    if mf == "0":
+    off = int(off or 0)
+    if mf == "0" and off == 0:
         if udpok != "1":
             sys.exit("UDP checksum status %s" % udpok)
         got.append(data)
+        continue
+    # Each offset twice: the first copy of an offset goes to the first
+    # datagram, the second to the second.
+    k = (src, dst, ipid)
+    f = frags.setdefault(k, [{}, {}])
+    copy = 1 if off in f[0] else 0
+    if off in f[copy]:
+        sys.exit("fragment at %d seen more than twice" % off)
+    f[copy][off] = (mf, sport, dport, ulen, csum, bytes.fromhex(data))
+for (src, dst, ipid), copies in frags.items():
+    for f in copies:
+        if not f or 0 not in f:
+            sys.exit("fragments of id %s: the first is missing" % ipid)
+        ip = b""
+        for off in sorted(f):
+            if off * 8 != len(ip) + (8 if off else 0) and off:
+                sys.exit("fragments of id %s: a hole at %d" % (ipid, off))
+            ip += f[off][5]
+        if f[max(f)][0] != "0":
+            sys.exit("fragments of id %s: the last is missing" % ipid)
+        _, sport, dport, ulen, csum, _ = f[0]
+        if int(ulen) != 8 + len(ip):
+            sys.exit("fragments of id %s: UDP length %s, %d bytes" %
+                     (ipid, ulen, len(ip)))
+        if not udp_ok(src, dst, int(sport), int(dport), int(csum, 16), ip):
+            sys.exit("fragments of id %s: UDP checksum bad" % ipid)
+        got.append(ip.hex())
 want = sorted(sent * 2)
 if sorted(got) != want:
     sys.exit("payloads differ from those sent")
