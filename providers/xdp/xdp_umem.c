@@ -11,8 +11,9 @@
  * completion ring.
  *
  * Zero-copy when the driver offers it, copy otherwise (veth); preferred
- * busy polling where the kernel has it (5.11), found out by the
- * setsockopt result. Each choice is logged once per device.
+ * busy polling when $QPS_XDP_BUSY_POLL=1 and the kernel has it (5.11),
+ * found out by the setsockopt result. Each choice is logged once per
+ * device.
  */
 #include "xdp.h"
 
@@ -76,7 +77,15 @@ static int xsk_make(struct qps_xdp_dev *dev, uint16_t bind_flags)
 static void busy_poll_on(struct qps_xdp_dev *dev)
 {
 	int one = 1, us = XDP_BUSY_POLL_US, budget = XDP_BUSY_POLL_BUDGET;
+	const char *s = getenv("QPS_XDP_BUSY_POLL");
 
+	/* Opt-in: it pays only where the NIC's interrupts are deferred to
+	 * the busy poller (napi_defer_hard_irqs, gro_flush_timeout), which
+	 * the provider cannot tell; elsewhere every empty poll becomes a
+	 * syscall (docs/xdp.md). */
+	dev->busy_poll = false;
+	if (!s || strcmp(s, "1") != 0)
+		return;
 	dev->busy_poll =
 		setsockopt(dev->xsk_fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one,
 			   sizeof(one)) == 0 &&
