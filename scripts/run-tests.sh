@@ -23,7 +23,7 @@
 #               built with find_package(qpsock) and one with pkg-config
 #   valgrind    scripts/run-valgrind.sh build (unit suites under memcheck)
 #   fuzz        tests/fuzz/run-fuzz.sh build-fuzz 30 (each libFuzzer
-#               harness for 30 s, clang, on its corpus + regressions)
+#               harness for 20 s, clang, on its corpus + regressions)
 #   demo        scripts/run-demo.sh (two processes on an emu wire)
 #   soak        build/bench/qps_soak --seconds 60 (3 processes x 2 threads
 #               on one emu wire, every flow reconciled; reliability.md)
@@ -31,7 +31,7 @@
 # non-zero if any step failed, and the last line is a plain summary.
 #
 # Environment: QPS_SKIP_DEPS=1, QPS_JOBS (build jobs, default 2),
-# QPS_FUZZ_SECONDS (per harness, default 30), QPS_SOAK_SECONDS (default 60),
+# QPS_FUZZ_SECONDS (per harness, default 20), QPS_SOAK_SECONDS (default 60),
 # QPS_CTEST_JOBS (default 1), QPS_CTEST_BUDGET (seconds per ctest run,
 # default 600), ASAN_OPTIONS / UBSAN_OPTIONS (defaults below).
 set -euo pipefail
@@ -289,7 +289,7 @@ if ok build; then
 else
 	skip valgrind "build failed"
 fi
-step fuzz bash tests/fuzz/run-fuzz.sh build-fuzz "${QPS_FUZZ_SECONDS:-30}"
+step fuzz bash tests/fuzz/run-fuzz.sh build-fuzz "${QPS_FUZZ_SECONDS:-20}"
 if ok build; then
 	step demo env QPS_SKIP_DEPS=1 bash scripts/run-demo.sh
 	step soak build/bench/qps_soak --seconds "${QPS_SOAK_SECONDS:-60}"
