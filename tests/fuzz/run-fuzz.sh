@@ -4,7 +4,7 @@
 # run-fuzz.sh <build-dir> <seconds-per-harness> [harness...]
 #
 # Configures <build-dir> with clang and -DQPS_FUZZ=ON if it is not yet,
-# builds the harnesses, then runs each (default: all five) for the given
+# builds the harnesses, then runs each (default: all six) for the given
 # time, one at a time, on a copy of its seed corpus plus its crash
 # regressions. Exits non-zero on the first crash, leak or timeout; the
 # input is left in <build-dir>/fuzz-out/<harness>/ (crash-*, timeout-*,
