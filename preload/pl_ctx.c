@@ -68,8 +68,10 @@ static void ctx_info_fill(struct qps_ctx *c)
 		return;
 	pl_ctx_info.addr = info.addr;
 	pl_ctx_info.emu = strcmp(info.provider, "emu") == 0;
-	/* IP_PKTINFO names the netdev the host knows, where there is one. */
-	if (strcmp(info.provider, "packet") == 0) {
+	/* IP_PKTINFO names the netdev the host knows, where there is one;
+	 * the kernel socket's joins are made on it too. */
+	if (strcmp(info.provider, "packet") == 0 ||
+	    strcmp(info.provider, "xdp") == 0) {
 		unsigned int i = if_nametoindex(info.dev);
 
 		if (i)
@@ -86,6 +88,13 @@ struct qps_ctx *pl_ctx_peek(void)
 bool pl_ctx_open(void)
 {
 	return pl_ctx_peek() != NULL;
+}
+
+static bool provider_is(const char *name)
+{
+	const char *p = getenv("QPS_PROVIDER");
+
+	return p && strcmp(p, name) == 0;
 }
 
 /* Opens the context under ctx_lock: at @at if given (and nowhere else),
@@ -120,6 +129,16 @@ static struct qps_ctx *ctx_open_locked(const struct in_addr *at)
 			pl_log("QPS_ADDR is taken: the wire's first free "
 			       "address instead");
 		attr.comp_mask = 0;
+		ret = qps_ctx_create(&attr, &c);
+	}
+	if (ret == -EBUSY && provider_is("xdp")) {
+		/* One XDP program per interface, and another context has it:
+		 * a fork child's parent, most often. packet serves the same
+		 * interface beside it (docs/preload.md "fork"). */
+		pl_log("the interface is another context's (xdp: one per "
+		       "interface): this process uses the packet provider");
+		attr.comp_mask |= QPS_CTX_ATTR_PROVIDER;
+		attr.provider = "packet";
 		ret = qps_ctx_create(&attr, &c);
 	}
 	if (ret < 0) {

@@ -116,9 +116,11 @@ static void qps_ep_release_port(struct qps_ep *ep)
 {
 	qps_rx_host_stop(ep);
 	/* An adopted socket stays bound: the kernel cannot unbind one, and
-	 * its owner closes it. */
+	 * its owner closes it, or hands it on (a fork child takes it). */
 	if (ep->kfd >= 0 && ep->kfd != ep->adopt_fd)
 		close(ep->kfd);
+	else if (ep->kfd >= 0)
+		ep->ctx->ops->release_port(ep->ctx->dev, ep->kfd);
 	ep->kfd = -1;
 }
 

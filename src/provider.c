@@ -19,7 +19,7 @@
 
 /* Every field after @name is an op of pointer size; a new op must get a
  * stub in qps_provider_fill, and this count must change with it. */
-#define QPS_PROVIDER_NUM_OPS 36
+#define QPS_PROVIDER_NUM_OPS 37
 _Static_assert(sizeof(struct qps_provider_ops) ==
 	       offsetof(struct qps_provider_ops, open) +
 	       QPS_PROVIDER_NUM_OPS * sizeof(void (*)(void)),
@@ -245,6 +245,12 @@ static int stub_hold_port(struct qps_dev *dev, int fd, struct in_addr addr,
 	return -EOPNOTSUPP;
 }
 
+static void stub_release_port(struct qps_dev *dev, int fd)
+{
+	(void)dev;
+	(void)fd;
+}
+
 static int stub_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,
 			   struct qps_wc_ts *ts)
 {
@@ -322,6 +328,7 @@ int qps_provider_fill(const struct qps_provider_ops *raw,
 	QPS_FILL(poll_cq_ts, stub_poll_cq_ts);
 	QPS_FILL(read_clock, stub_read_clock);
 	QPS_FILL(resolve_nowait, stub_resolve);
+	QPS_FILL(release_port, stub_release_port);
 #undef QPS_FILL
 	return 0;
 }

@@ -363,6 +363,17 @@ struct qps_provider_ops {
 	 * never waits on this device. */
 	int (*resolve_nowait)(struct qps_dev *dev, struct in_addr dst,
 			      uint8_t mac_out[6]);
+
+	/*
+	 * The endpoint that held @fd's port through hold_port lets go of
+	 * it, and the socket lives on: it was adopted (qps_ep_adopt_fd),
+	 * and its owner may hand it to another process or context. Undo
+	 * whatever hold_port did to the socket that makes the device take
+	 * its traffic (xdp's mark), so that what arrives for the port is
+	 * the kernel socket's until someone holds it again. A socket the
+	 * core opened itself is closed instead; the stub does nothing.
+	 */
+	void (*release_port)(struct qps_dev *dev, int fd);
 };
 
 #define QPS_HOLD_REUSEADDR (1u << 0)	/* SO_REUSEADDR */

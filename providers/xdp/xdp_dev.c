@@ -337,6 +337,17 @@ static int xdp_hold_port(struct qps_dev *d, int fd, struct in_addr addr,
 	return ret;
 }
 
+/* The program then passes the port's traffic to the kernel socket. A mark
+ * of the application's own was overwritten at hold_port and is not
+ * restored. */
+static void xdp_release_port(struct qps_dev *d, int fd)
+{
+	uint32_t none = 0;
+
+	(void)d;
+	(void)setsockopt(fd, SOL_SOCKET, SO_MARK, &none, sizeof(none));
+}
+
 int qps_xdp_mr_check(struct qps_xdp_dev *dev, uint32_t lkey, uintptr_t addr,
 		     uint64_t len)
 {
@@ -376,5 +387,6 @@ const struct qps_provider_ops qps_xdp_ops = {
 	.resolve_nowait = qps_xdp_resolve_nowait,
 	.route_gen = qps_xdp_route_gen,
 	.hold_port = xdp_hold_port,
+	.release_port = xdp_release_port,
 	.poll_cq_ts = qps_xdp_poll_cq_ts,
 };

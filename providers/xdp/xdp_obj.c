@@ -32,6 +32,28 @@ static int link_try(struct qps_xdp_dev *dev, int prog_fd, uint32_t flags)
 	return bpf_link_create(prog_fd, dev->ifindex, BPF_XDP, &o);
 }
 
+/* Whether the program attached to the interface is qpsock's, i.e. another
+ * context's (a fork parent's, typically): the message then says so. */
+static bool attached_is_ours(const struct qps_xdp_dev *dev)
+{
+	struct bpf_prog_info info;
+	uint32_t id = 0, len = sizeof(info);
+	bool ours = false;
+	int fd;
+
+	if (bpf_xdp_query_id(dev->ifindex, 0, &id) < 0 || !id)
+		return false;
+	fd = bpf_prog_get_fd_by_id(id);
+	if (fd < 0)
+		return false;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+		ours = strncmp(info.name, "qps_xdp_steer",
+			       sizeof(info.name)) == 0;
+	close(fd);
+	return ours;
+}
+
 static int attach(struct qps_xdp_dev *dev, int prog_fd)
 {
 	int fd = link_try(dev, prog_fd, XDP_FLAGS_DRV_MODE);
@@ -55,8 +77,13 @@ static int attach(struct qps_xdp_dev *dev, int prog_fd)
 	dev->link_fd = fd;
 	return 0;
 busy:
-	qps_xdp_log("%s already has an XDP program (ip link show %s); "
-		    "detach it first", dev->info.name, dev->info.name);
+	if (attached_is_ours(dev))
+		qps_xdp_log("%s: another qpsock context has the interface "
+			    "(one per interface)", dev->info.name);
+	else
+		qps_xdp_log("%s already has an XDP program (ip link show "
+			    "%s); detach it first", dev->info.name,
+			    dev->info.name);
 	return -EBUSY;
 }
 

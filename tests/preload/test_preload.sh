@@ -32,6 +32,8 @@
 #             request serving kernel clients from qpsock-run, on emu (the
 #             daemon) and on packet between two namespaces; needs root for
 #             packet;
+#   fork_xdp  the fork cases and socat's fork mode under qpsock-run
+#             --provider xdp between two namespaces; needs root;
 #   packet    sockperf under qpsock-run --provider packet in one network
 #             namespace against a kernel sockperf in another (a veth pair
 #             this script makes and deletes), both directions; needs root.
@@ -554,6 +556,56 @@ fork)
 		PL_FORK_SERVER="ip netns exec $ns_a sh $2 --stats --provider packet --dev $if_a" \
 		ip netns exec "$ns_b" "$calls" ||
 		{ cat "$PL_FORK_LOG"; fail "fork cases on packet"; }
+	;;
+fork_xdp)
+	# The fork cases and socat's fork mode on xdp, whose interface holds
+	# one context: the parent's. A child that takes a socket takes it on
+	# packet beside it (docs/preload.md "fork"), with the datagrams the
+	# parent had queued; the parent's mark leaves the socket it lets go,
+	# so that the port's traffic is no longer the parent's.
+	for p in ip socat; do
+		command -v $p >/dev/null || {
+			echo "test_preload fork_xdp: skipped: needs $p"
+			exit 77
+		}
+	done
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "test_preload fork_xdp: skipped: needs root"
+		exit 77
+	fi
+	ns_a=plxa$$ ns_b=plxb$$ if_a=plxva$$ if_b=plxvb$$
+	if ! make_ns 2; then
+		echo "test_preload fork_xdp: skipped: cannot make namespaces here"
+		exit 77
+	fi
+	qrun=(ip netns exec "$ns_a" "${run[@]}" --stats --debug --provider xdp
+		--dev "$if_a")
+	export PL_FORK_LOG=$tmp/xdp.log PL_FORK_CASES=7
+	PL_TEST_ADDR=10.79.2.1 PL_FORK_SERVER="${qrun[*]}" \
+		ip netns exec "$ns_b" "$calls" ||
+		{ cat "$PL_FORK_LOG"; fail "fork cases on xdp"; }
+	grep -q 'xdp.*native XDP\|xdp.*generic' "$PL_FORK_LOG" ||
+		{ cat "$PL_FORK_LOG"; fail "the server's context was not on xdp"; }
+	grep -q 'this process uses the packet provider' "$PL_FORK_LOG" ||
+		{ cat "$PL_FORK_LOG"; fail "no child took a socket on packet"; }
+	"${qrun[@]}" socat UDP4-LISTEN:7000,fork,reuseaddr EXEC:/bin/cat \
+		2>"$tmp/socat.fork" &
+	srv=$!
+	sleep 1
+	for i in 1 2 3 4 5; do
+		got=$(echo "req-$i" | ip netns exec "$ns_b" timeout 5 \
+			socat -t 2 - UDP4:10.79.2.1:7000)
+		[[ "$got" == "req-$i" ]] ||
+			{ cat "$tmp/socat.fork"; fail "socat fork: req-$i echoed '$got'"; }
+	done
+	kill -INT "$srv"
+	wait "$srv"
+	srv=
+	n=$(grep -c 'queued datagrams handed on' "$tmp/socat.fork")
+	t=$(grep -c 'datagrams taken over' "$tmp/socat.fork")
+	echo "socat fork on xdp: 5 requests echoed; handed on $n times, taken over $t times"
+	[[ "$n" -ge 5 && "$t" -ge 5 ]] ||
+		{ cat "$tmp/socat.fork"; fail "socat fork: the first datagrams did not go through qpsock"; }
 	;;
 *)
 	fail "unknown part $part"
