@@ -23,64 +23,17 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-json=0
-secs=2
-rounds=3
-build=$root/build
-while [[ $# -gt 0 ]]; do
-	case $1 in
-	--json) json=1 ;;
-	--secs) secs=$2; shift ;;
-	--rounds) rounds=$2; shift ;;
-	--build) build=$2; shift ;;
-	*) echo "usage: $0 [--json] [--secs S] [--rounds R] [--build DIR]" >&2
-	   exit 2 ;;
-	esac
-	shift
-done
-bench=$build/bench/qps_bench
-echo_bin=$build/examples/qps_echo
-if [[ $(id -u) -ne 0 ]]; then
-	echo "bench_xdp: needs root (network namespaces, AF_XDP)" >&2
-	exit 77
-fi
-for b in "$bench" "$echo_bin"; do
-	[[ -x $b ]] || { echo "bench_xdp: $b not built" >&2; exit 1; }
-done
+# shellcheck source=scripts/bench_netns.sh
+. "$root/scripts/bench_netns.sh"
+bench_start bench_xdp "network namespaces, AF_XDP" 2 "$@"
 have_dpdk=0
 command -v dpdk-testpmd >/dev/null && have_dpdk=1
 [[ $have_dpdk -eq 1 ]] || echo "bench_xdp: no dpdk-testpmd: its column is 0" >&2
 
-S=$$; A=qbxa$S; B=qbxb$S; VA=qxa$S; VB=qxb$S
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	ip netns del "$A" 2>/dev/null || true
-	ip netns del "$B" 2>/dev/null || true
-	rm -rf "$tmp" "/var/run/dpdk/qbx$S"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ip netns add "$A"; ip netns add "$B"
-ip link add "$VA" netns "$A" type veth peer name "$VB" netns "$B"
-ip -n "$A" link set "$VA" address 02:77:00:00:00:01
-ip -n "$B" link set "$VB" address 02:77:00:00:00:02
-for ns in "$A" "$B"; do
-	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-	ip -n "$ns" link set lo up
-done
-ip -n "$A" addr add 10.77.0.1/24 dev "$VA"
-ip -n "$B" addr add 10.77.0.2/24 dev "$VB"
-ip -n "$A" link set "$VA" up; ip -n "$B" link set "$VB" up
-ip -n "$A" neigh replace 10.77.0.99 lladdr 02:77:00:00:00:99 dev "$VA" nud permanent
-ip -n "$A" neigh replace 10.77.0.2 lladdr 02:77:00:00:00:02 dev "$VA" nud permanent
+S=$$
+extra_rm=("/var/run/dpdk/qbx$S")
+bench_netns_up "qbxa$S" "qbxb$S" "qxa$S" "qxb$S"
 ip -n "$B" neigh replace 10.77.0.1 lladdr 02:77:00:00:00:01 dev "$VB" nud permanent
-
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print 0 }'; }
-field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 
 tx_qps() { # provider
 	QPS_BENCH_PROVIDER=$1 ip netns exec "$A" taskset -c 0 "$bench" packet \

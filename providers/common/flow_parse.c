@@ -119,3 +119,13 @@ int qps_flow_parse(const struct ibv_flow_attr *a, uint16_t max_prio,
 	}
 	return 0;
 }
+
+bool qps_flow_rule_before(const struct qps_flow_rule *a,
+			  const struct qps_flow_rule *b)
+{
+	if (a->tier != b->tier)
+		return a->tier < b->tier;
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	return a->seq < b->seq;
+}

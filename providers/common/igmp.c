@@ -110,6 +110,17 @@ err:
 	return ret;
 }
 
+void qps_igmp_netdev_init(struct qps_igmp_netdev *nd,
+			  struct qps_igmp_memb **list, pthread_mutex_t *lock,
+			  int ifindex, const char *ifname)
+{
+	memset(nd, 0, sizeof(*nd));
+	nd->list = list;
+	nd->lock = lock;
+	nd->ifindex = ifindex;
+	nd->ifname = ifname;
+}
+
 int qps_igmp_attach(const struct qps_igmp_netdev *nd, struct in_addr group,
 		    struct in_addr source)
 {

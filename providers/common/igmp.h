@@ -33,6 +33,12 @@ struct qps_igmp_netdev {
 	void *arg;
 };
 
+/* @nd for the owner's @list under @lock on @ifindex / @ifname, without a
+ * link-layer half. */
+void qps_igmp_netdev_init(struct qps_igmp_netdev *nd,
+			  struct qps_igmp_memb **list, pthread_mutex_t *lock,
+			  int ifindex, const char *ifname);
+
 /*
  * attach: 1 when it made a new membership, 0 when it counted one more
  * reference, -EINVAL for a group that is not multicast, -ENOMEM, or the

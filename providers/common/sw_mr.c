@@ -96,3 +96,15 @@ int qps_sw_mr_lookup(struct qps_sw_mr_table *t, uint32_t lkey,
 	pthread_mutex_unlock(&t->lock);
 	return r;
 }
+
+int qps_sw_mr_check(struct qps_sw_mr_table *t, uint32_t lkey, uintptr_t addr,
+		    uint64_t len)
+{
+	uintptr_t base;
+	size_t size;
+
+	if (qps_sw_mr_lookup(t, lkey, &base, &size) || addr < base ||
+	    len > size || addr - base > size - len)
+		return -EINVAL;
+	return 0;
+}

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "host_dev.h"
 #include "host_port.h"
 #include "igmp.h"
 #include "nl_neigh.h"
@@ -42,22 +43,6 @@
 #define QPS_PACKET_RX_FRAMES_MIN 256
 #define QPS_PACKET_ETH_HLEN 14
 
-#define qps_packet_container_of(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
-
-/* A counter with one writer at a time (under the lock of its queue) and
- * lock-free readers: relaxed atomics, never torn. */
-static inline void qps_packet_count(uint64_t *c, uint64_t n)
-{
-	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n,
-			 __ATOMIC_RELAXED);
-}
-
-static inline uint64_t qps_packet_read(const uint64_t *c)
-{
-	return __atomic_load_n(c, __ATOMIC_RELAXED);
-}
-
 /* Enough for every rule of a device in one program: each block is at most
  * QPS_PACKET_BPF_BLOCK_MAX instructions. */
 #define QPS_PACKET_BPF_BLOCK_MAX 48
@@ -68,8 +53,6 @@ static inline uint64_t qps_packet_read(const uint64_t *c)
 /* qps_flow_parse plus what a ring of untagged IPv4 frames can match. */
 int qps_packet_rule_parse(const struct ibv_flow_attr *attr,
 			  struct qps_flow_rule *r);
-bool qps_packet_rule_before(const struct qps_flow_rule *a,
-			    const struct qps_flow_rule *b);
 bool qps_packet_rule_disjoint(const struct qps_flow_rule *a,
 			      const struct qps_flow_rule *b);
 int qps_packet_bpf_build(const struct qps_flow_rule *self,
@@ -79,12 +62,6 @@ int qps_packet_bpf_build(const struct qps_flow_rule *self,
 
 struct qps_packet_dev;
 
-struct qps_packet_cq {
-	struct qps_cq base;
-	pthread_mutex_t lock;	/* one poller at a time */
-	unsigned int users;	/* QPs reporting to it */
-};
-
 /* A send WR as the software SQ keeps it until it is completed. */
 struct qps_packet_swqe {
 	uint64_t wr_id;
@@ -93,12 +70,6 @@ struct qps_packet_swqe {
 	uint8_t status;		/* enum ibv_wc_status when !in_ring */
 	bool in_ring;
 	bool signaled;
-};
-
-struct qps_packet_rwqe {
-	uint64_t wr_id;
-	uintptr_t addr;
-	uint32_t len;
 };
 
 struct qps_packet_ring {
@@ -123,16 +94,14 @@ struct qps_packet_qp {
 	uint32_t tx_prod, tx_cons;	/* ring frames, free-running */
 	bool kick_pending;		/* SEND_REQUEST frames not yet taken */
 
-	/* Receive side, under rq_lock. */
-	pthread_mutex_t rq_lock;
-	struct qps_packet_rwqe *rq;
-	uint32_t rq_cnt;
-	uint32_t rq_head, rq_tail;
+	/* Receive side, under rq.lock. */
+	struct qps_sw_rq rq;
 	unsigned int nflows;
 	unsigned int rr;		/* flow to poll first */
 
 	/* Send counters: written under sq_lock. */
-	uint64_t wqes, doorbells, rekicks, tx_cqes, tx_drops, tx_len_err;
+	struct qps_sw_sq_stats sq_stats;
+	uint64_t rekicks;
 };
 
 struct qps_packet_flow {
@@ -143,7 +112,7 @@ struct qps_packet_flow {
 	struct qps_packet_ring rx;
 	uint32_t head;			/* next ring frame to read */
 	bool mc_member;
-	/* Receive counters: written under the QP's rq_lock. */
+	/* Receive counters: written under the QP's rq.lock. */
 	uint64_t rx_cqes, rx_no_buf, rx_len_err, rx_vlan, rx_csum_fixed;
 	uint64_t ring_drops;		/* PACKET_STATISTICS tp_drops */
 };
@@ -177,42 +146,21 @@ struct qps_packet_dev {
 
 static inline struct qps_packet_dev *qps_packet_dev(struct qps_dev *d)
 {
-	return qps_packet_container_of(d, struct qps_packet_dev, base);
+	return qps_sw_container_of(d, struct qps_packet_dev, base);
 }
 
-/* The MTU frames are checked against now: the netdev's, as the last link
- * event gave it, but never above the one at open, which sized the rings. */
 static inline uint32_t qps_packet_mtu(const struct qps_packet_dev *dev)
 {
-	uint32_t now = __atomic_load_n(&dev->route.mtu, __ATOMIC_RELAXED);
-
-	return now && now < dev->info.mtu ? now : dev->info.mtu;
+	return qps_host_dev_mtu(&dev->info, &dev->route);
 }
 
 static inline struct qps_packet_qp *qps_packet_qp(struct qps_qp *q)
 {
-	return qps_packet_container_of(q, struct qps_packet_qp, base);
+	return qps_sw_container_of(q, struct qps_packet_qp, base);
 }
 
-static inline struct qps_packet_cq *qps_packet_cq(struct qps_cq *c)
-{
-	return qps_packet_container_of(c, struct qps_packet_cq, base);
-}
-
-static inline uint32_t qps_packet_pow2(uint32_t v)
-{
-	uint32_t p = 1;
-
-	while (p < v)
-		p <<= 1;
-	return p;
-}
-
-/* packet_dev.c */
-int qps_packet_mr_check(struct qps_packet_dev *dev, uint32_t lkey,
-			uintptr_t addr, uint64_t len);
-void qps_packet_log(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
+/* A message on stderr, named for the provider (common/host_dev.c). */
+#define qps_packet_log(...) qps_host_log("packet", __VA_ARGS__)
 
 /* packet_ring.c: TPACKET_V2 ring setup shared by TX and RX */
 int qps_packet_ring_setup(int fd, int which, uint32_t frame_size,
@@ -248,7 +196,6 @@ int qps_packet_destroy_qp(struct qps_qp *qp);
 int qps_packet_create_cq(struct qps_dev *dev, int cqe, struct qps_cq **cq_out);
 int qps_packet_destroy_cq(struct qps_cq *cq);
 int qps_packet_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
-int qps_packet_req_notify_cq(struct qps_cq *cq);
 int qps_packet_get_event_fd(struct qps_dev *dev);
 int qps_packet_ack_events(struct qps_dev *dev);
 int qps_packet_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,

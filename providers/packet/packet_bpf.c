@@ -55,16 +55,6 @@ int qps_packet_rule_parse(const struct ibv_flow_attr *a,
 	return 0;
 }
 
-bool qps_packet_rule_before(const struct qps_flow_rule *a,
-			    const struct qps_flow_rule *b)
-{
-	if (a->tier != b->tier)
-		return a->tier < b->tier;
-	if (a->prio != b->prio)
-		return a->prio < b->prio;
-	return a->seq < b->seq;
-}
-
 /* Is bit 0 of the first MAC byte (group bit) fixed to 0 by @r? */
 static bool unicast_only(const struct qps_flow_rule *r)
 {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Software completion queues. There is no device writing CQEs: polling a
- * CQ does the device's work for the QPs that report to it (reap TX ring
- * frames the kernel is done with, move RX ring frames into posted
- * buffers) and returns those completions directly, so a CQ never
+ * Software completion queues (common/sw_cq.c). There is no device writing
+ * CQEs: polling a CQ does the device's work for the QPs that report to it
+ * (reap TX ring frames the kernel is done with, move RX ring frames into
+ * posted buffers) and returns those completions directly, so a CQ never
  * overflows and holds nothing between polls.
  *
  * Events: the device's event fd is an epoll set holding every RX ring
@@ -18,7 +18,6 @@
 #include "packet.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -26,41 +25,19 @@
 
 int qps_packet_create_cq(struct qps_dev *d, int cqe, struct qps_cq **cq_out)
 {
-	struct qps_packet_cq *cq;
-
-	if (cqe < 1 || cqe > QPS_PACKET_MAX_CQE || !cq_out)
-		return -EINVAL;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return -ENOMEM;
-	pthread_mutex_init(&cq->lock, NULL);
-	cq->base.dev = d;
-	cq->base.cqe = cqe;
-	*cq_out = &cq->base;
-	return 0;
+	return qps_sw_cq_create(d, cqe, QPS_PACKET_MAX_CQE, cq_out);
 }
 
 int qps_packet_destroy_cq(struct qps_cq *c)
 {
-	struct qps_packet_dev *dev = qps_packet_dev(c->dev);
-	struct qps_packet_cq *cq = qps_packet_cq(c);
-	unsigned int users;
-
-	pthread_mutex_lock(&dev->lock);
-	users = cq->users;
-	pthread_mutex_unlock(&dev->lock);
-	if (users)
-		return -EBUSY;
-	pthread_mutex_destroy(&cq->lock);
-	free(cq);
-	return 0;
+	return qps_sw_cq_destroy(c, &qps_packet_dev(c->dev)->lock);
 }
 
 static int packet_poll(struct qps_cq *c, int num, struct ibv_wc *wc,
 		       struct qps_wc_ts *ts)
 {
 	struct qps_packet_dev *dev = qps_packet_dev(c->dev);
-	struct qps_packet_cq *cq = qps_packet_cq(c);
+	struct qps_sw_cq *cq = qps_sw_cq(c);
 	struct qps_packet_qp *qp;
 	int n = 0, rx = 0;
 	bool has_rx = false;
@@ -69,7 +46,7 @@ static int packet_poll(struct qps_cq *c, int num, struct ibv_wc *wc,
 		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
 	/* dev->lock keeps the QP and flow lists still while we walk them;
-	 * lock order is dev->lock, then a QP's sq_lock or rq_lock. */
+	 * lock order is dev->lock, then a QP's sq_lock or rq.lock. */
 	pthread_mutex_lock(&dev->lock);
 	for (qp = dev->qps; qp && n < num; qp = qp->next) {
 		if (qp->base.send_cq == c) {
@@ -108,12 +85,6 @@ int qps_packet_poll_cq_ts(struct qps_cq *c, int num, struct ibv_wc *wc,
 	if (num > 0 && !ts)
 		return -EINVAL;
 	return packet_poll(c, num, wc, ts);
-}
-
-int qps_packet_req_notify_cq(struct qps_cq *c)
-{
-	(void)c;
-	return 0;
 }
 
 int qps_packet_get_event_fd(struct qps_dev *d)
@@ -170,11 +141,11 @@ int qps_packet_ack_events(struct qps_dev *d)
 	}
 	pthread_mutex_unlock(&dev->lock);
 	if (cleared) {
-		if (!qps_packet_read(&dev->link_errors))
+		if (!qps_sw_read(&dev->link_errors))
 			qps_packet_log("%s: receive sockets report %s; frames "
 				       "resume when the interface is up",
 				       dev->info.name, strerrordesc_np(last));
-		qps_packet_count(&dev->link_errors, (uint64_t)cleared);
+		qps_sw_count(&dev->link_errors, (uint64_t)cleared);
 	}
 	return 0;
 }

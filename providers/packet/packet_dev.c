@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Device handle: open a netdev (ifindex, MAC, MTU, IPv4 address), close,
- * query, counters, memory registration and the ops table.
+ * Device handle: open a netdev (ifindex, MAC, MTU, IPv4 address, through
+ * common/host_dev.c), close, query, counters, memory registration and the
+ * ops table.
  *
  * attr->dev names the interface (default $QPS_DEV); attr->addr, when set,
  * must be one of its IPv4 addresses, else the first is used. Failures a
@@ -10,118 +11,11 @@
  */
 #include "packet.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if_arp.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-void qps_packet_log(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("qpsock packet: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static const char *dev_name(const struct qps_dev_attr *attr)
-{
-	const char *s;
-
-	if (attr && attr->dev && *attr->dev)
-		return attr->dev;
-	s = getenv("QPS_DEV");
-	return s && *s ? s : NULL;
-}
-
-/* Flags, MAC and MTU through the classic ioctls. */
-static int query_link(struct qps_packet_dev *dev, const char *name)
-{
-	struct ifreq ifr;
-	int fd, ret;
-
-	memset(&ifr, 0, sizeof(ifr));
-	ret = snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
-	if (ret < 0 || (size_t)ret >= sizeof(ifr.ifr_name))
-		return -ENODEV;
-	ret = 0;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
-		ret = -errno;
-		goto out;
-	}
-	if (!(ifr.ifr_flags & IFF_UP)) {
-		qps_packet_log("interface %s is down (ip link set %s up)",
-			       name, name);
-		ret = -ENETDOWN;
-		goto out;
-	}
-	if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0) {
-		ret = -errno;
-		goto out;
-	}
-	if (ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER) {
-		qps_packet_log("%s is not an Ethernet interface", name);
-		ret = -EOPNOTSUPP;
-		goto out;
-	}
-	memcpy(dev->info.mac, ifr.ifr_hwaddr.sa_data, 6);
-	if (ioctl(fd, SIOCGIFMTU, &ifr) < 0) {
-		ret = -errno;
-		goto out;
-	}
-	dev->info.mtu = (uint32_t)ifr.ifr_mtu;
-out:
-	close(fd);
-	return ret;
-}
-
-static int pick_addr(struct qps_packet_dev *dev, const char *name,
-		     const struct qps_dev_attr *attr)
-{
-	struct ifaddrs *ifa, *it;
-	bool found = false;
-
-	if (getifaddrs(&ifa) < 0)
-		return -errno;
-	for (it = ifa; it && !found; it = it->ifa_next) {
-		const struct sockaddr_in *sin = (const void *)it->ifa_addr;
-
-		if (!sin || sin->sin_family != AF_INET ||
-		    strcmp(it->ifa_name, name) != 0)
-			continue;
-		if (attr && attr->addr_set &&
-		    sin->sin_addr.s_addr != attr->addr.s_addr)
-			continue;
-		dev->info.addr = sin->sin_addr;
-		found = true;
-	}
-	freeifaddrs(ifa);
-	if (found)
-		return 0;
-	if (attr && attr->addr_set) {
-		char buf[INET_ADDRSTRLEN];
-
-		qps_packet_log("%s is not an address of %s",
-			       inet_ntop(AF_INET, &attr->addr, buf,
-					 sizeof(buf)), name);
-	} else {
-		qps_packet_log("%s has no IPv4 address", name);
-	}
-	return -EADDRNOTAVAIL;
-}
 
 static void dev_free(struct qps_packet_dev *dev)
 {
@@ -141,22 +35,14 @@ static int dev_setup(struct qps_packet_dev *dev, const char *name,
 {
 	int ret;
 
-	if (strlen(name) >= IF_NAMESIZE || !(dev->ifindex =
-					     (int)if_nametoindex(name))) {
-		qps_packet_log("no network interface named %s", name);
-		return -ENODEV;
-	}
-	ret = snprintf(dev->info.name, sizeof(dev->info.name), "%s", name);
-	if (ret < 0 || (size_t)ret >= sizeof(dev->info.name))
-		return -ENODEV;
-	ret = query_link(dev, name);
+	ret = qps_host_dev_link("packet", name, &dev->info, &dev->ifindex);
 	if (ret < 0)
 		return ret;
 	if (dev->info.mtu < 68) {
 		qps_packet_log("%s has an MTU of %u", name, dev->info.mtu);
 		return -EINVAL;
 	}
-	ret = pick_addr(dev, name, attr);
+	ret = qps_host_dev_addr("packet", name, attr, &dev->info);
 	if (ret < 0)
 		return ret;
 	/* The first AF_PACKET socket: it tells whether we may have any. */
@@ -187,17 +73,15 @@ static int dev_setup(struct qps_packet_dev *dev, const char *name,
 static int packet_open(const struct qps_dev_attr *attr,
 		       struct qps_dev **dev_out)
 {
-	const char *name = dev_name(attr);
 	struct qps_packet_dev *dev;
+	const char *name;
 	int ret;
 
 	if (!dev_out)
 		return -EINVAL;
-	if (!name) {
-		qps_packet_log("name a network interface (attr.dev or "
-			       "QPS_DEV)");
+	name = qps_host_dev_name("packet", attr);
+	if (!name)
 		return -ENODEV;
-	}
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return -ENOMEM;
@@ -236,9 +120,7 @@ static int packet_query(struct qps_dev *d, struct qps_dev_info *info)
 {
 	struct qps_packet_dev *dev = qps_packet_dev(d);
 
-	*info = dev->info;
-	info->mtu = qps_packet_mtu(dev);
-	return 0;
+	return qps_host_dev_query(&dev->info, &dev->route, info);
 }
 
 static int packet_counters(struct qps_dev *d, struct qps_dev_counters *out)
@@ -249,20 +131,16 @@ static int packet_counters(struct qps_dev *d, struct qps_dev_counters *out)
 
 	pthread_mutex_lock(&dev->lock);
 	*out = dev->retired;
-	for (qp = dev->qps; qp; qp = qp->next) {
-		out->wqes += qps_packet_read(&qp->wqes);
-		out->doorbells += qps_packet_read(&qp->doorbells);
-		out->tx_cqes += qps_packet_read(&qp->tx_cqes);
-		out->tx_drops += qps_packet_read(&qp->tx_drops);
-	}
+	for (qp = dev->qps; qp; qp = qp->next)
+		qps_sw_sq_stats_add(out, &qp->sq_stats);
 	for (fl = dev->flows; fl; fl = fl->next) {
 		qps_packet_flow_stats(fl);
-		out->rx_cqes += qps_packet_read(&fl->rx_cqes);
-		out->rx_no_buf += qps_packet_read(&fl->rx_no_buf);
-		out->rx_drops += qps_packet_read(&fl->rx_no_buf) +
-				 qps_packet_read(&fl->ring_drops) +
-				 qps_packet_read(&fl->rx_len_err) +
-				 qps_packet_read(&fl->rx_vlan);
+		out->rx_cqes += qps_sw_read(&fl->rx_cqes);
+		out->rx_no_buf += qps_sw_read(&fl->rx_no_buf);
+		out->rx_drops += qps_sw_read(&fl->rx_no_buf) +
+				 qps_sw_read(&fl->ring_drops) +
+				 qps_sw_read(&fl->rx_len_err) +
+				 qps_sw_read(&fl->rx_vlan);
 	}
 	pthread_mutex_unlock(&dev->lock);
 	return 0;
@@ -287,18 +165,6 @@ static int packet_hold_port(struct qps_dev *d, int fd, struct in_addr addr,
 				  flags);
 }
 
-int qps_packet_mr_check(struct qps_packet_dev *dev, uint32_t lkey,
-			uintptr_t addr, uint64_t len)
-{
-	uintptr_t base;
-	size_t size;
-
-	if (qps_sw_mr_lookup(&dev->mrs, lkey, &base, &size) ||
-	    addr < base || len > size || addr - base > size - len)
-		return -EINVAL;
-	return 0;
-}
-
 const struct qps_provider_ops qps_packet_ops = {
 	.size = sizeof(struct qps_provider_ops),
 	.name = "packet",
@@ -311,7 +177,7 @@ const struct qps_provider_ops qps_packet_ops = {
 	.create_cq = qps_packet_create_cq,
 	.destroy_cq = qps_packet_destroy_cq,
 	.poll_cq = qps_packet_poll_cq,
-	.req_notify_cq = qps_packet_req_notify_cq,
+	.req_notify_cq = qps_sw_cq_req_notify,
 	.get_event_fd = qps_packet_get_event_fd,
 	.ack_events = qps_packet_ack_events,
 	.create_qp = qps_packet_create_qp,

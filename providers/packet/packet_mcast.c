@@ -56,11 +56,8 @@ static int link_member(void *arg, struct in_addr group, bool add)
 static const struct qps_igmp_netdev *igmp_netdev(struct qps_packet_dev *dev,
 						 struct qps_igmp_netdev *nd)
 {
-	memset(nd, 0, sizeof(*nd));
-	nd->list = &dev->mcast;
-	nd->lock = &dev->lock;
-	nd->ifindex = dev->ifindex;
-	nd->ifname = dev->info.name;
+	qps_igmp_netdev_init(nd, &dev->mcast, &dev->lock, dev->ifindex,
+			     dev->info.name);
 	nd->link = link_member;
 	nd->arg = dev;
 	return nd;

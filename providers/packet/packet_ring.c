@@ -17,7 +17,7 @@
 
 uint32_t qps_packet_frame_size(uint32_t bytes)
 {
-	uint32_t s = qps_packet_pow2(bytes);
+	uint32_t s = qps_sw_pow2(bytes);
 
 	return s < PKT_FRAME_MIN ? PKT_FRAME_MIN : s;
 }

@@ -41,35 +41,9 @@
 int qps_packet_post_recv(struct qps_qp *q, struct ibv_recv_wr *wr,
 			 struct ibv_recv_wr **bad_wr)
 {
-	struct qps_packet_qp *qp = qps_packet_qp(q);
 	struct qps_packet_dev *dev = qps_packet_dev(q->dev);
-	int ret = 0;
 
-	pthread_mutex_lock(&qp->rq_lock);
-	for (; wr; wr = wr->next) {
-		struct qps_packet_rwqe *e;
-
-		if (qp->rq_head - qp->rq_tail >= qp->rq_cnt) {
-			ret = -ENOMEM;
-			break;
-		}
-		if (wr->num_sge != 1 || !wr->sg_list ||
-		    qps_packet_mr_check(dev, wr->sg_list[0].lkey,
-					(uintptr_t)wr->sg_list[0].addr,
-					wr->sg_list[0].length)) {
-			ret = -EINVAL;
-			break;
-		}
-		e = &qp->rq[qp->rq_head & (qp->rq_cnt - 1)];
-		e->wr_id = wr->wr_id;
-		e->addr = (uintptr_t)wr->sg_list[0].addr;
-		e->len = wr->sg_list[0].length;
-		qp->rq_head++;
-	}
-	pthread_mutex_unlock(&qp->rq_lock);
-	if (ret && bad_wr)
-		*bad_wr = wr;
-	return ret;
+	return qps_sw_rq_post(&qps_packet_qp(q)->rq, &dev->mrs, wr, bad_wr);
 }
 
 static uint16_t be16_at(const uint8_t *p)
@@ -134,20 +108,20 @@ static int rx_one(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
 	const struct sockaddr_ll *ll =
 		(const void *)((const uint8_t *)h + PKT_LL_OFF);
 	uint32_t snap = h->tp_snaplen;
-	struct qps_packet_rwqe *rw;
+	struct qps_sw_rwqe *rw;
 
 	if (ll->sll_pkttype == PACKET_OUTGOING)
 		return 0;
 	/* A tag the hardware stripped: another VLAN's frame, not ours. */
 	if ((status & TP_STATUS_VLAN_VALID) && (h->tp_vlan_tci & 0xfff)) {
-		qps_packet_count(&fl->rx_vlan, 1);
+		qps_sw_count(&fl->rx_vlan, 1);
 		return 0;
 	}
-	if (qp->rq_tail == qp->rq_head) {
-		qps_packet_count(&fl->rx_no_buf, 1);
+	if (qp->rq.tail == qp->rq.head) {
+		qps_sw_count(&fl->rx_no_buf, 1);
 		return 0;
 	}
-	rw = &qp->rq[qp->rq_tail++ & (qp->rq_cnt - 1)];
+	rw = &qp->rq.wqe[qp->rq.tail++ & (qp->rq.cnt - 1)];
 	if (ts)
 		rx_stamp(h, status, ts);
 	memset(wc, 0, sizeof(*wc));
@@ -156,14 +130,14 @@ static int rx_one(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
 	wc->qp_num = qp->base.qp_num;
 	if (snap < h->tp_len || snap > rw->len ||
 	    (uint64_t)h->tp_mac + snap > fl->rx.frame_size) {
-		qps_packet_count(&fl->rx_len_err, 1);
+		qps_sw_count(&fl->rx_len_err, 1);
 		wc->status = IBV_WC_LOC_LEN_ERR;
 		return 1;
 	}
 	memcpy((void *)rw->addr, (const uint8_t *)h + h->tp_mac, snap);
 	if ((status & TP_STATUS_CSUMNOTREADY) &&
 	    udp_csum_complete((uint8_t *)rw->addr, snap))
-		qps_packet_count(&fl->rx_csum_fixed, 1);
+		qps_sw_count(&fl->rx_csum_fixed, 1);
 	wc->status = IBV_WC_SUCCESS;
 	wc->byte_len = snap;
 	return 1;
@@ -189,7 +163,7 @@ static int rx_drain(struct qps_packet_qp *qp, struct qps_packet_flow *fl,
 				 __ATOMIC_RELEASE);
 		fl->head++;
 	}
-	qps_packet_count(&fl->rx_cqes, (uint64_t)n);
+	qps_sw_count(&fl->rx_cqes, (uint64_t)n);
 	return n;
 }
 
@@ -200,7 +174,7 @@ int qps_packet_rx_poll(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
 	struct qps_packet_flow *fl;
 	int n = 0;
 
-	pthread_mutex_lock(&qp->rq_lock);
+	pthread_mutex_lock(&qp->rq.lock);
 	if (qp->nflows) {
 		unsigned int i = 0, skip = qp->rr++ % qp->nflows;
 
@@ -221,7 +195,7 @@ int qps_packet_rx_poll(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
 				      ts ? ts + n : NULL);
 		}
 	}
-	pthread_mutex_unlock(&qp->rq_lock);
+	pthread_mutex_unlock(&qp->rq.lock);
 	return n;
 }
 
@@ -233,7 +207,7 @@ void qps_packet_flow_stats(struct qps_packet_flow *fl)
 	socklen_t len = sizeof(st);
 
 	if (!getsockopt(fl->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len))
-		qps_packet_count(&fl->ring_drops, st.tp_drops);
+		qps_sw_count(&fl->ring_drops, st.tp_drops);
 }
 
 /* Program of @fl: every stronger rule it overlaps, then itself.
@@ -277,7 +251,7 @@ static void refilter_weaker(struct qps_packet_dev *dev,
 	struct qps_packet_flow *it;
 
 	for (it = dev->flows; it; it = it->next)
-		if (it->fd >= 0 && qps_packet_rule_before(r, &it->rule) &&
+		if (it->fd >= 0 && qps_flow_rule_before(r, &it->rule) &&
 		    !qps_packet_rule_disjoint(r, &it->rule) &&
 		    flow_filter(dev, it) < 0)
 			qps_packet_log("cannot update the filter of a "
@@ -301,7 +275,7 @@ static void flow_link(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
 {
 	struct qps_packet_flow **pp = &dev->flows;
 
-	while (*pp && qps_packet_rule_before(&(*pp)->rule, &fl->rule))
+	while (*pp && qps_flow_rule_before(&(*pp)->rule, &fl->rule))
 		pp = &(*pp)->next;
 	fl->next = *pp;
 	*pp = fl;
@@ -324,12 +298,12 @@ static void flow_close(struct qps_packet_dev *dev, struct qps_packet_flow *fl)
 		close(fl->fd);	/* drops its MAC membership too */
 	}
 	qps_packet_ring_unmap(&fl->rx);
-	dev->retired.rx_cqes += qps_packet_read(&fl->rx_cqes);
-	dev->retired.rx_no_buf += qps_packet_read(&fl->rx_no_buf);
-	dev->retired.rx_drops += qps_packet_read(&fl->rx_no_buf) +
-				 qps_packet_read(&fl->ring_drops) +
-				 qps_packet_read(&fl->rx_len_err) +
-				 qps_packet_read(&fl->rx_vlan);
+	dev->retired.rx_cqes += qps_sw_read(&fl->rx_cqes);
+	dev->retired.rx_no_buf += qps_sw_read(&fl->rx_no_buf);
+	dev->retired.rx_drops += qps_sw_read(&fl->rx_no_buf) +
+				 qps_sw_read(&fl->ring_drops) +
+				 qps_sw_read(&fl->rx_len_err) +
+				 qps_sw_read(&fl->rx_vlan);
 	free(fl);
 }
 
@@ -354,7 +328,7 @@ static int flow_open(struct qps_packet_dev *dev, struct qps_packet_qp *qp,
 	 * kernel's software time otherwise, veth's case. */
 	(void)setsockopt(fl->fd, SOL_PACKET, PACKET_TIMESTAMP, &tsflags,
 			 sizeof(tsflags));
-	frames = qps_packet_pow2(qp->base.cap.max_recv_wr);
+	frames = qps_sw_pow2(qp->base.cap.max_recv_wr);
 	if (frames < QPS_PACKET_RX_FRAMES_MIN)
 		frames = QPS_PACKET_RX_FRAMES_MIN;
 	ret = qps_packet_ring_setup(fl->fd, PACKET_RX_RING,
@@ -396,7 +370,7 @@ int qps_packet_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 	struct qps_flow_rule r;
 	int ret;
 
-	if (!attr || !flow_out || !qp->rq_cnt)
+	if (!attr || !flow_out || !qp->rq.cnt)
 		return -EINVAL;
 	ret = qps_packet_rule_parse(attr, &r);
 	if (ret < 0)
@@ -426,9 +400,9 @@ int qps_packet_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 		pthread_mutex_unlock(&dev->lock);
 		return ret;
 	}
-	pthread_mutex_lock(&qp->rq_lock);
+	pthread_mutex_lock(&qp->rq.lock);
 	qp->nflows++;
-	pthread_mutex_unlock(&qp->rq_lock);
+	pthread_mutex_unlock(&qp->rq.lock);
 	pthread_mutex_unlock(&dev->lock);
 	*flow_out = &fl->base;
 	return 0;
@@ -436,7 +410,7 @@ int qps_packet_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 
 int qps_packet_destroy_flow(struct qps_flow *flow)
 {
-	struct qps_packet_flow *fl = qps_packet_container_of(flow,
+	struct qps_packet_flow *fl = qps_sw_container_of(flow,
 						struct qps_packet_flow, base);
 	struct qps_packet_qp *qp = qps_packet_qp(flow->qp);
 	struct qps_packet_dev *dev = qps_packet_dev(flow->qp->dev);
@@ -444,9 +418,9 @@ int qps_packet_destroy_flow(struct qps_flow *flow)
 
 	pthread_mutex_lock(&dev->lock);
 	flow_unlink(dev, fl);
-	pthread_mutex_lock(&qp->rq_lock);
+	pthread_mutex_lock(&qp->rq.lock);
 	qp->nflows--;
-	pthread_mutex_unlock(&qp->rq_lock);
+	pthread_mutex_unlock(&qp->rq.lock);
 	/* Closed before the weaker rules take over its frames: a frame in
 	 * between is lost, never delivered twice. */
 	flow_close(dev, fl);

@@ -126,12 +126,12 @@ static void tx_flush_unsent(struct qps_packet_qp *qp, int err)
 		e->status = (s & TP_STATUS_WRONG_FORMAT) ? IBV_WC_LOC_LEN_ERR :
 			    IBV_WC_GENERAL_ERR;
 		if (s & TP_STATUS_WRONG_FORMAT)
-			qps_packet_count(&qp->tx_len_err, 1);
+			qps_sw_count(&qp->sq_stats.tx_len_err, 1);
 		/* Release: pairs with our own acquire in tx_status(); the
 		 * kernel never looks at an AVAILABLE frame. */
 		__atomic_store_n(&tx_frame(qp, e->slot)->tp_status,
 				 TP_STATUS_AVAILABLE, __ATOMIC_RELEASE);
-		qps_packet_count(&qp->tx_drops, 1);
+		qps_sw_count(&qp->sq_stats.tx_drops, 1);
 	}
 	if (found) {
 		const char *why = strerrordesc_np(err);
@@ -154,7 +154,7 @@ static void tx_kick(struct qps_packet_qp *qp)
 	ssize_t r = send(qp->tx_fd, &none, 0, MSG_DONTWAIT);
 	int err = errno;
 
-	qps_packet_count(&qp->doorbells, 1);
+	qps_sw_count(&qp->sq_stats.doorbells, 1);
 	if (r < 0 && err != EAGAIN && err != ENOBUFS && err != EINTR) {
 		tx_flush_unsent(qp, err);
 		return;
@@ -165,44 +165,21 @@ static void tx_kick(struct qps_packet_qp *qp)
 		(tx_status(qp, qp->tx_prod - 1) & TP_STATUS_SEND_REQUEST);
 }
 
-static int check_wr(const struct qps_packet_qp *qp,
-		    const struct ibv_send_wr *wr)
-{
-	if (wr->opcode != IBV_WR_SEND)
-		return -EINVAL;
-	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->base.cap.max_send_sge ||
-	    (wr->num_sge && !wr->sg_list))
-		return -EINVAL;
-	return 0;
-}
-
 /* Copy the WR's frame into ring frame @seq; an ibv_wc_status. */
 static enum ibv_wc_status tx_fill(struct qps_packet_dev *dev,
 				  struct qps_packet_qp *qp,
 				  const struct ibv_send_wr *wr, uint32_t seq,
 				  uint32_t *len_out)
 {
-	uint8_t *dst = (uint8_t *)tx_frame(qp, seq) + PKT_TX_DATA;
-	uint64_t total = 0;
-	int i;
+	enum ibv_wc_status st;
 
-	for (i = 0; i < wr->num_sge; i++)
-		total += wr->sg_list[i].length;
-	*len_out = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
-	if (total < QPS_PACKET_ETH_HLEN ||
-	    total > qps_packet_mtu(dev) + QPS_PACKET_ETH_HLEN)
-		return IBV_WC_LOC_LEN_ERR;
-	for (i = 0; i < wr->num_sge; i++) {
-		const struct ibv_sge *s = &wr->sg_list[i];
-
-		if (!(wr->send_flags & IBV_SEND_INLINE) &&
-		    qps_packet_mr_check(dev, s->lkey, (uintptr_t)s->addr,
-					s->length))
-			return IBV_WC_LOC_PROT_ERR;
-		memcpy(dst, (const void *)(uintptr_t)s->addr, s->length);
-		dst += s->length;
-	}
-	return IBV_WC_SUCCESS;
+	st = qps_sw_send_wr_len(&dev->mrs, wr,
+				qps_packet_mtu(dev) + QPS_PACKET_ETH_HLEN,
+				len_out);
+	if (st == IBV_WC_SUCCESS)
+		qps_sw_send_wr_copy((uint8_t *)tx_frame(qp, seq) + PKT_TX_DATA,
+				    wr);
+	return st;
 }
 
 int qps_packet_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
@@ -224,7 +201,7 @@ int qps_packet_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
 			ret = -ENOMEM;	/* full, as verbs says it */
 			break;
 		}
-		ret = check_wr(qp, wr);
+		ret = qps_sw_send_wr_check(q, wr);
 		if (ret)
 			break;
 		e = &qp->sq[qp->sq_head & (qp->sq_cnt - 1)];
@@ -246,12 +223,8 @@ int qps_packet_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
 			__atomic_store_n(&h->tp_status, TP_STATUS_SEND_REQUEST,
 					 __ATOMIC_RELEASE);
 			in_ring++;
-			qps_packet_count(&qp->wqes, 1);
-		} else {
-			if (st == IBV_WC_LOC_LEN_ERR)
-				qps_packet_count(&qp->tx_len_err, 1);
-			qps_packet_count(&qp->tx_drops, 1);
 		}
+		qps_sw_sq_count(&qp->sq_stats, st);
 		qp->sq_head++;
 	}
 	/* One doorbell for the chain, even when it stopped early: what was
@@ -270,7 +243,7 @@ int qps_packet_tx_poll(struct qps_packet_qp *qp, int num, struct ibv_wc *wc)
 
 	pthread_mutex_lock(&qp->sq_lock);
 	if (qp->kick_pending) {
-		qps_packet_count(&qp->rekicks, 1);
+		qps_sw_count(&qp->rekicks, 1);
 		tx_kick(qp);
 	}
 	while (n < num && qp->sq_tail != qp->sq_head) {
@@ -289,17 +262,10 @@ int qps_packet_tx_poll(struct qps_packet_qp *qp, int num, struct ibv_wc *wc)
 			qp->tx_cons++;
 		}
 		qp->sq_tail++;
-		if (!e->signaled && st == IBV_WC_SUCCESS)
-			continue;
-		memset(&wc[n], 0, sizeof(wc[n]));
-		wc[n].wr_id = e->wr_id;
-		wc[n].status = st;
-		wc[n].opcode = IBV_WC_SEND;
-		wc[n].byte_len = st == IBV_WC_SUCCESS ? e->byte_len : 0;
-		wc[n].qp_num = qp->base.qp_num;
-		n++;
+		n += qps_sw_send_wc(&wc[n], &qp->base, e->wr_id, e->byte_len,
+				    st, e->signaled);
 	}
-	qps_packet_count(&qp->tx_cqes, (uint64_t)n);
+	qps_sw_count(&qp->sq_stats.tx_cqes, (uint64_t)n);
 	pthread_mutex_unlock(&qp->sq_lock);
 	return n;
 }

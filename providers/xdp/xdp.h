@@ -33,6 +33,7 @@
 
 #include <xdp/xsk.h>
 
+#include "host_dev.h"
 #include "host_port.h"
 #include "igmp.h"
 #include "nl_neigh.h"
@@ -53,28 +54,6 @@
  * headroom (XDP_PACKET_HEADROOM), so a frame holds this much less. */
 #define QPS_XDP_RX_HEADROOM 256u
 
-#define qps_xdp_container_of(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
-
-/* A counter with one writer at a time (under the lock of its queue) and
- * lock-free readers: relaxed atomics, never torn. */
-static inline void qps_xdp_count(uint64_t *c, uint64_t n)
-{
-	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n,
-			 __ATOMIC_RELAXED);
-}
-
-static inline uint64_t qps_xdp_read(const uint64_t *c)
-{
-	return __atomic_load_n(c, __ATOMIC_RELAXED);
-}
-
-struct qps_xdp_cq {
-	struct qps_cq base;
-	pthread_mutex_t lock;	/* one poller at a time */
-	unsigned int users;	/* QPs reporting to it */
-};
-
 /* A send WR as the software SQ keeps it until it is completed. */
 struct qps_xdp_swqe {
 	uint64_t wr_id;
@@ -83,12 +62,6 @@ struct qps_xdp_swqe {
 	bool in_ring;		/* its frame is the kernel's until done */
 	bool done;
 	bool signaled;
-};
-
-struct qps_xdp_rwqe {
-	uint64_t wr_id;
-	uintptr_t addr;
-	uint32_t len;
 };
 
 struct qps_xdp_qp {
@@ -101,19 +74,16 @@ struct qps_xdp_qp {
 	uint32_t sq_cnt;		/* power of two */
 	uint32_t sq_head, sq_tail;	/* free-running */
 
-	/* Receive side, under rq_lock: posted buffers, and the completions
-	 * a poll of another CQ made for this QP (wc_cnt = rq_cnt). */
-	pthread_mutex_t rq_lock;
-	struct qps_xdp_rwqe *rq;
-	uint32_t rq_cnt;
-	uint32_t rq_head, rq_tail;
+	/* Receive side, under rq.lock: posted buffers, and the completions
+	 * a poll of another CQ made for this QP (wc_cnt = rq.cnt). */
+	struct qps_sw_rq rq;
 	struct ibv_wc *wcs;
 	uint32_t wc_head, wc_tail;
 	unsigned int nflows;
 
 	/* Send counters: written under dev->tx_lock. */
-	uint64_t wqes, doorbells, tx_cqes, tx_drops, tx_len_err;
-	/* Receive counters: written under rq_lock. */
+	struct qps_sw_sq_stats sq_stats;
+	/* Receive counters: written under rq.lock. */
 	uint64_t rx_cqes, rx_no_buf, rx_len_err;
 };
 
@@ -194,41 +164,21 @@ struct qps_xdp_dev {
 
 static inline struct qps_xdp_dev *qps_xdp_dev(struct qps_dev *d)
 {
-	return qps_xdp_container_of(d, struct qps_xdp_dev, base);
+	return qps_sw_container_of(d, struct qps_xdp_dev, base);
 }
 
 static inline struct qps_xdp_qp *qps_xdp_qp(struct qps_qp *q)
 {
-	return qps_xdp_container_of(q, struct qps_xdp_qp, base);
+	return qps_sw_container_of(q, struct qps_xdp_qp, base);
 }
 
-static inline struct qps_xdp_cq *qps_xdp_cq(struct qps_cq *c)
-{
-	return qps_xdp_container_of(c, struct qps_xdp_cq, base);
-}
-
-static inline uint32_t qps_xdp_pow2(uint32_t v)
-{
-	uint32_t p = 1;
-
-	while (p < v)
-		p <<= 1;
-	return p;
-}
-
-/* The MTU frames are checked against now: the netdev's, as the last link
- * event gave it, but never above the one at open. */
 static inline uint32_t qps_xdp_mtu(const struct qps_xdp_dev *dev)
 {
-	uint32_t now = __atomic_load_n(&dev->route.mtu, __ATOMIC_RELAXED);
-
-	return now && now < dev->info.mtu ? now : dev->info.mtu;
+	return qps_host_dev_mtu(&dev->info, &dev->route);
 }
 
-/* xdp_dev.c */
-int qps_xdp_mr_check(struct qps_xdp_dev *dev, uint32_t lkey, uintptr_t addr,
-		     uint64_t len);
-void qps_xdp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A message on stderr, named for the provider (common/host_dev.c). */
+#define qps_xdp_log(...) qps_host_log("xdp", __VA_ARGS__)
 
 /* xdp_obj.c: the embedded program, attached to the device */
 int qps_xdp_obj_attach(struct qps_xdp_dev *dev);
@@ -275,7 +225,6 @@ int qps_xdp_destroy_cq(struct qps_cq *cq);
 int qps_xdp_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
 int qps_xdp_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,
 		       struct qps_wc_ts *ts);
-int qps_xdp_req_notify_cq(struct qps_cq *cq);
 int qps_xdp_get_event_fd(struct qps_dev *dev);
 int qps_xdp_ack_events(struct qps_dev *dev);
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Software completion queues, as packet's: polling a CQ does the device's
- * work for the QPs that report to it (reap the completion ring, move RX
- * ring frames into posted buffers) and returns those completions
- * directly.
+ * Software completion queues (common/sw_cq.c), as packet's: polling a CQ
+ * does the device's work for the QPs that report to it (reap the
+ * completion ring, move RX ring frames into posted buffers) and returns
+ * those completions directly.
  *
  * Events: the device's event fd is an epoll set of the XSK (readable
  * while its RX ring holds frames) and dev->evfd (written when a poll left
@@ -13,47 +13,24 @@
 #include "xdp.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 int qps_xdp_create_cq(struct qps_dev *d, int cqe, struct qps_cq **cq_out)
 {
-	struct qps_xdp_cq *cq;
-
-	if (cqe < 1 || cqe > QPS_XDP_MAX_CQE || !cq_out)
-		return -EINVAL;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return -ENOMEM;
-	pthread_mutex_init(&cq->lock, NULL);
-	cq->base.dev = d;
-	cq->base.cqe = cqe;
-	*cq_out = &cq->base;
-	return 0;
+	return qps_sw_cq_create(d, cqe, QPS_XDP_MAX_CQE, cq_out);
 }
 
 int qps_xdp_destroy_cq(struct qps_cq *c)
 {
-	struct qps_xdp_dev *dev = qps_xdp_dev(c->dev);
-	struct qps_xdp_cq *cq = qps_xdp_cq(c);
-	unsigned int users;
-
-	pthread_mutex_lock(&dev->lock);
-	users = cq->users;
-	pthread_mutex_unlock(&dev->lock);
-	if (users)
-		return -EBUSY;
-	pthread_mutex_destroy(&cq->lock);
-	free(cq);
-	return 0;
+	return qps_sw_cq_destroy(c, &qps_xdp_dev(c->dev)->lock);
 }
 
 static int xdp_poll(struct qps_cq *c, int num, struct ibv_wc *wc,
 		    struct qps_wc_ts *ts)
 {
 	struct qps_xdp_dev *dev = qps_xdp_dev(c->dev);
-	struct qps_xdp_cq *cq = qps_xdp_cq(c);
+	struct qps_sw_cq *cq = qps_sw_cq(c);
 	struct qps_xdp_qp *qp;
 	bool has_rx = false;
 	int n = 0;
@@ -62,7 +39,7 @@ static int xdp_poll(struct qps_cq *c, int num, struct ibv_wc *wc,
 		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
 	/* dev->lock keeps the QP and flow lists still while we walk them;
-	 * lock order is dev->lock, then tx_lock, rx_lock, a QP's rq_lock. */
+	 * lock order is dev->lock, then tx_lock, rx_lock, a QP's rq.lock. */
 	pthread_mutex_lock(&dev->lock);
 	for (qp = dev->qps; qp && n < num; qp = qp->next) {
 		if (qp->base.send_cq == c)
@@ -93,12 +70,6 @@ int qps_xdp_poll_cq_ts(struct qps_cq *c, int num, struct ibv_wc *wc,
 	return xdp_poll(c, num, wc, ts);
 }
 
-int qps_xdp_req_notify_cq(struct qps_cq *c)
-{
-	(void)c;
-	return 0;
-}
-
 int qps_xdp_get_event_fd(struct qps_dev *d)
 {
 	return qps_xdp_dev(d)->epfd;
@@ -117,9 +88,9 @@ int qps_xdp_ack_events(struct qps_dev *d)
 		return 0;
 	pthread_mutex_lock(&dev->lock);
 	for (qp = dev->qps; qp && !left; qp = qp->next) {
-		pthread_mutex_lock(&qp->rq_lock);
+		pthread_mutex_lock(&qp->rq.lock);
 		left = qp->wc_head != qp->wc_tail;
-		pthread_mutex_unlock(&qp->rq_lock);
+		pthread_mutex_unlock(&qp->rq.lock);
 	}
 	pthread_mutex_unlock(&dev->lock);
 	if (left) {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Device handle: open a netdev (ifindex, MAC, MTU, IPv4 address), attach
- * the XDP program and bind the XSK, close, query, counters, memory
- * registration, the kernel socket behind a bound port, and the ops table.
+ * Device handle: open a netdev (ifindex, MAC, MTU, IPv4 address, through
+ * common/host_dev.c), attach the XDP program and bind the XSK, close,
+ * query, counters, memory registration, the kernel socket behind a bound
+ * port, and the ops table.
  *
  * attr->dev names the interface (default $QPS_DEV); attr->addr, when set,
  * must be one of its IPv4 addresses, else the first is used. Failures a
@@ -13,119 +14,12 @@
  */
 #include "xdp.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if_arp.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-void qps_xdp_log(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("qpsock xdp: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static const char *dev_name(const struct qps_dev_attr *attr)
-{
-	const char *s;
-
-	if (attr && attr->dev && *attr->dev)
-		return attr->dev;
-	s = getenv("QPS_DEV");
-	return s && *s ? s : NULL;
-}
-
-/* Flags, MAC and MTU through the classic ioctls. */
-static int query_link(struct qps_xdp_dev *dev, const char *name)
-{
-	struct ifreq ifr;
-	int fd, ret;
-
-	memset(&ifr, 0, sizeof(ifr));
-	ret = snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
-	if (ret < 0 || (size_t)ret >= sizeof(ifr.ifr_name))
-		return -ENODEV;
-	ret = 0;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
-		ret = -errno;
-		goto out;
-	}
-	if (!(ifr.ifr_flags & IFF_UP)) {
-		qps_xdp_log("interface %s is down (ip link set %s up)", name,
-			    name);
-		ret = -ENETDOWN;
-		goto out;
-	}
-	if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0) {
-		ret = -errno;
-		goto out;
-	}
-	if (ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER) {
-		qps_xdp_log("%s is not an Ethernet interface", name);
-		ret = -EOPNOTSUPP;
-		goto out;
-	}
-	memcpy(dev->info.mac, ifr.ifr_hwaddr.sa_data, 6);
-	if (ioctl(fd, SIOCGIFMTU, &ifr) < 0) {
-		ret = -errno;
-		goto out;
-	}
-	dev->info.mtu = (uint32_t)ifr.ifr_mtu;
-out:
-	close(fd);
-	return ret;
-}
-
-static int pick_addr(struct qps_xdp_dev *dev, const char *name,
-		     const struct qps_dev_attr *attr)
-{
-	struct ifaddrs *ifa, *it;
-	bool found = false;
-
-	if (getifaddrs(&ifa) < 0)
-		return -errno;
-	for (it = ifa; it && !found; it = it->ifa_next) {
-		const struct sockaddr_in *sin = (const void *)it->ifa_addr;
-
-		if (!sin || sin->sin_family != AF_INET ||
-		    strcmp(it->ifa_name, name) != 0)
-			continue;
-		if (attr && attr->addr_set &&
-		    sin->sin_addr.s_addr != attr->addr.s_addr)
-			continue;
-		dev->info.addr = sin->sin_addr;
-		found = true;
-	}
-	freeifaddrs(ifa);
-	if (found)
-		return 0;
-	if (attr && attr->addr_set) {
-		char buf[INET_ADDRSTRLEN];
-
-		qps_xdp_log("%s is not an address of %s",
-			    inet_ntop(AF_INET, &attr->addr, buf, sizeof(buf)),
-			    name);
-	} else {
-		qps_xdp_log("%s has no IPv4 address", name);
-	}
-	return -EADDRNOTAVAIL;
-}
 
 static void dev_free(struct qps_xdp_dev *dev)
 {
@@ -168,15 +62,7 @@ static int dev_setup(struct qps_xdp_dev *dev, const char *name,
 	const uint32_t max_frame = QPS_XDP_FRAME_SIZE - QPS_XDP_RX_HEADROOM;
 	int ret;
 
-	if (strlen(name) >= IF_NAMESIZE ||
-	    !(dev->ifindex = (int)if_nametoindex(name))) {
-		qps_xdp_log("no network interface named %s", name);
-		return -ENODEV;
-	}
-	ret = snprintf(dev->info.name, sizeof(dev->info.name), "%s", name);
-	if (ret < 0 || (size_t)ret >= sizeof(dev->info.name))
-		return -ENODEV;
-	ret = query_link(dev, name);
+	ret = qps_host_dev_link("xdp", name, &dev->info, &dev->ifindex);
 	if (ret < 0)
 		return ret;
 	if (dev->info.mtu < 68 ||
@@ -186,7 +72,7 @@ static int dev_setup(struct qps_xdp_dev *dev, const char *name,
 			    max_frame - QPS_XDP_ETH_HLEN);
 		return -EOPNOTSUPP;
 	}
-	ret = pick_addr(dev, name, attr);
+	ret = qps_host_dev_addr("xdp", name, attr, &dev->info);
 	if (ret < 0)
 		return ret;
 	dev->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -220,16 +106,15 @@ static int dev_setup(struct qps_xdp_dev *dev, const char *name,
 
 static int xdp_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
 {
-	const char *name = dev_name(attr);
 	struct qps_xdp_dev *dev;
+	const char *name;
 	int ret;
 
 	if (!dev_out)
 		return -EINVAL;
-	if (!name) {
-		qps_xdp_log("name a network interface (attr.dev or QPS_DEV)");
+	name = qps_host_dev_name("xdp", attr);
+	if (!name)
 		return -ENODEV;
-	}
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return -ENOMEM;
@@ -271,9 +156,7 @@ static int xdp_query(struct qps_dev *d, struct qps_dev_info *info)
 {
 	struct qps_xdp_dev *dev = qps_xdp_dev(d);
 
-	*info = dev->info;
-	info->mtu = qps_xdp_mtu(dev);
-	return 0;
+	return qps_host_dev_query(&dev->info, &dev->route, info);
 }
 
 static int xdp_counters(struct qps_dev *d, struct qps_dev_counters *out)
@@ -285,18 +168,15 @@ static int xdp_counters(struct qps_dev *d, struct qps_dev_counters *out)
 	pthread_mutex_lock(&dev->lock);
 	*out = dev->retired;
 	for (qp = dev->qps; qp; qp = qp->next) {
-		out->wqes += qps_xdp_read(&qp->wqes);
-		out->doorbells += qps_xdp_read(&qp->doorbells);
-		out->tx_cqes += qps_xdp_read(&qp->tx_cqes);
-		out->tx_drops += qps_xdp_read(&qp->tx_drops);
-		out->rx_cqes += qps_xdp_read(&qp->rx_cqes);
-		out->rx_no_buf += qps_xdp_read(&qp->rx_no_buf);
-		out->rx_drops += qps_xdp_read(&qp->rx_no_buf) +
-				 qps_xdp_read(&qp->rx_len_err);
+		qps_sw_sq_stats_add(out, &qp->sq_stats);
+		out->rx_cqes += qps_sw_read(&qp->rx_cqes);
+		out->rx_no_buf += qps_sw_read(&qp->rx_no_buf);
+		out->rx_drops += qps_sw_read(&qp->rx_no_buf) +
+				 qps_sw_read(&qp->rx_len_err);
 	}
-	out->rx_no_rule += qps_xdp_read(&dev->rx_no_rule);
-	out->rx_drops += qps_xdp_read(&dev->rx_no_rule) +
-			 qps_xdp_read(&dev->rx_xsk_drops);
+	out->rx_no_rule += qps_sw_read(&dev->rx_no_rule);
+	out->rx_drops += qps_sw_read(&dev->rx_no_rule) +
+			 qps_sw_read(&dev->rx_xsk_drops);
 	pthread_mutex_unlock(&dev->lock);
 	return 0;
 }
@@ -348,18 +228,6 @@ static void xdp_release_port(struct qps_dev *d, int fd)
 	(void)setsockopt(fd, SOL_SOCKET, SO_MARK, &none, sizeof(none));
 }
 
-int qps_xdp_mr_check(struct qps_xdp_dev *dev, uint32_t lkey, uintptr_t addr,
-		     uint64_t len)
-{
-	uintptr_t base;
-	size_t size;
-
-	if (qps_sw_mr_lookup(&dev->mrs, lkey, &base, &size) ||
-	    addr < base || len > size || addr - base > size - len)
-		return -EINVAL;
-	return 0;
-}
-
 const struct qps_provider_ops qps_xdp_ops = {
 	.size = sizeof(struct qps_provider_ops),
 	.name = "xdp",
@@ -372,7 +240,7 @@ const struct qps_provider_ops qps_xdp_ops = {
 	.create_cq = qps_xdp_create_cq,
 	.destroy_cq = qps_xdp_destroy_cq,
 	.poll_cq = qps_xdp_poll_cq,
-	.req_notify_cq = qps_xdp_req_notify_cq,
+	.req_notify_cq = qps_sw_cq_req_notify,
 	.get_event_fd = qps_xdp_get_event_fd,
 	.ack_events = qps_xdp_ack_events,
 	.create_qp = qps_xdp_create_qp,

@@ -49,16 +49,6 @@ static int rule_parse(const struct ibv_flow_attr *a, struct qps_flow_rule *r)
 	return 0;
 }
 
-static bool rule_before(const struct qps_flow_rule *a,
-			const struct qps_flow_rule *b)
-{
-	if (a->tier != b->tier)
-		return a->tier < b->tier;
-	if (a->prio != b->prio)
-		return a->prio < b->prio;
-	return a->seq < b->seq;
-}
-
 /* The map entry of @r: true with *@k and *@v set, or false with the
  * catch-all flags it needs in *@c. */
 static bool rule_entry(const struct qps_flow_rule *r, struct qps_xdp_key *k,
@@ -146,7 +136,7 @@ static void flow_link(struct qps_xdp_dev *dev, struct qps_xdp_flow *fl)
 {
 	struct qps_xdp_flow **pp = &dev->flows;
 
-	while (*pp && rule_before(&(*pp)->rule, &fl->rule))
+	while (*pp && qps_flow_rule_before(&(*pp)->rule, &fl->rule))
 		pp = &(*pp)->next;
 	fl->next = *pp;
 	*pp = fl;
@@ -162,7 +152,7 @@ int qps_xdp_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 	struct qps_flow_rule r;
 	int ret;
 
-	if (!attr || !flow_out || !qp->rq_cnt)
+	if (!attr || !flow_out || !qp->rq.cnt)
 		return -EINVAL;
 	ret = rule_parse(attr, &r);
 	if (ret < 0)
@@ -188,9 +178,9 @@ int qps_xdp_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 		free(fl);
 		return ret;
 	}
-	pthread_mutex_lock(&qp->rq_lock);
+	pthread_mutex_lock(&qp->rq.lock);
 	qp->nflows++;
-	pthread_mutex_unlock(&qp->rq_lock);
+	pthread_mutex_unlock(&qp->rq.lock);
 	pthread_mutex_unlock(&dev->lock);
 	*flow_out = &fl->base;
 	return 0;
@@ -198,7 +188,7 @@ int qps_xdp_create_flow(struct qps_qp *q, struct ibv_flow_attr *attr,
 
 int qps_xdp_destroy_flow(struct qps_flow *flow)
 {
-	struct qps_xdp_flow *fl = qps_xdp_container_of(flow,
+	struct qps_xdp_flow *fl = qps_sw_container_of(flow,
 						       struct qps_xdp_flow,
 						       base);
 	struct qps_xdp_qp *qp = qps_xdp_qp(flow->qp);
@@ -212,9 +202,9 @@ int qps_xdp_destroy_flow(struct qps_flow *flow)
 		qps_xdp_log("cannot remove a steering rule from the XDP maps "
 			    "(%d); its frames reach the context, which drops "
 			    "them (rx_no_rule)", ret);
-	pthread_mutex_lock(&qp->rq_lock);
+	pthread_mutex_lock(&qp->rq.lock);
 	qp->nflows--;
-	pthread_mutex_unlock(&qp->rq_lock);
+	pthread_mutex_unlock(&qp->rq.lock);
 	pthread_mutex_unlock(&dev->lock);
 	free(fl);
 	return 0;

@@ -8,7 +8,6 @@
  */
 #include "xdp.h"
 
-#include <string.h>
 
 int qps_xdp_route_open(struct qps_xdp_dev *dev)
 {
@@ -41,11 +40,8 @@ int qps_xdp_resolve_nowait(struct qps_dev *d, struct in_addr dst,
 static const struct qps_igmp_netdev *igmp_netdev(struct qps_xdp_dev *dev,
 						 struct qps_igmp_netdev *nd)
 {
-	memset(nd, 0, sizeof(*nd));
-	nd->list = &dev->mcast;
-	nd->lock = &dev->lock;
-	nd->ifindex = dev->ifindex;
-	nd->ifname = dev->info.name;
+	qps_igmp_netdev_init(nd, &dev->mcast, &dev->lock, dev->ifindex,
+			     dev->info.name);
 	return nd;
 }
 

@@ -36,35 +36,9 @@
 int qps_xdp_post_recv(struct qps_qp *q, struct ibv_recv_wr *wr,
 		      struct ibv_recv_wr **bad_wr)
 {
-	struct qps_xdp_qp *qp = qps_xdp_qp(q);
 	struct qps_xdp_dev *dev = qps_xdp_dev(q->dev);
-	int ret = 0;
 
-	pthread_mutex_lock(&qp->rq_lock);
-	for (; wr; wr = wr->next) {
-		struct qps_xdp_rwqe *e;
-
-		if (qp->rq_head - qp->rq_tail >= qp->rq_cnt) {
-			ret = -ENOMEM;
-			break;
-		}
-		if (wr->num_sge != 1 || !wr->sg_list ||
-		    qps_xdp_mr_check(dev, wr->sg_list[0].lkey,
-				     (uintptr_t)wr->sg_list[0].addr,
-				     wr->sg_list[0].length)) {
-			ret = -EINVAL;
-			break;
-		}
-		e = &qp->rq[qp->rq_head & (qp->rq_cnt - 1)];
-		e->wr_id = wr->wr_id;
-		e->addr = (uintptr_t)wr->sg_list[0].addr;
-		e->len = wr->sg_list[0].length;
-		qp->rq_head++;
-	}
-	pthread_mutex_unlock(&qp->rq_lock);
-	if (ret && bad_wr)
-		*bad_wr = wr;
-	return ret;
+	return qps_sw_rq_post(&qps_xdp_qp(q)->rq, &dev->mrs, wr, bad_wr);
 }
 
 static uint16_t be16_at(const uint8_t *p)
@@ -168,30 +142,30 @@ static struct qps_xdp_flow *rule_find(struct qps_xdp_dev *dev,
 }
 
 /* One frame into @qp's next posted buffer; 1 when @wc was filled.
- * rq_lock held. */
+ * rq.lock held. */
 static int rx_one(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp,
 		  const uint8_t *f, uint32_t len, struct ibv_wc *wc)
 {
-	struct qps_xdp_rwqe *rw;
+	struct qps_sw_rwqe *rw;
 
-	if (qp->rq_tail == qp->rq_head) {
-		qps_xdp_count(&qp->rx_no_buf, 1);
+	if (qp->rq.tail == qp->rq.head) {
+		qps_sw_count(&qp->rx_no_buf, 1);
 		return 0;
 	}
-	rw = &qp->rq[qp->rq_tail++ & (qp->rq_cnt - 1)];
+	rw = &qp->rq.wqe[qp->rq.tail++ & (qp->rq.cnt - 1)];
 	memset(wc, 0, sizeof(*wc));
 	wc->wr_id = rw->wr_id;
 	wc->opcode = IBV_WC_RECV;
 	wc->qp_num = qp->base.qp_num;
-	qps_xdp_count(&qp->rx_cqes, 1);
+	qps_sw_count(&qp->rx_cqes, 1);
 	if (len > rw->len) {
-		qps_xdp_count(&qp->rx_len_err, 1);
+		qps_sw_count(&qp->rx_len_err, 1);
 		wc->status = IBV_WC_LOC_LEN_ERR;
 		return 1;
 	}
 	memcpy((void *)rw->addr, f, len);
 	if (csum_fix((uint8_t *)rw->addr, len))
-		qps_xdp_count(&dev->rx_csum_fixed, 1);
+		qps_sw_count(&dev->rx_csum_fixed, 1);
 	wc->status = IBV_WC_SUCCESS;
 	wc->byte_len = len;
 	return 1;
@@ -208,10 +182,10 @@ static int rx_stashed(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 	for (qp = dev->qps; qp && n < num; qp = qp->next) {
 		if (qp->base.recv_cq != cq)
 			continue;
-		pthread_mutex_lock(&qp->rq_lock);
+		pthread_mutex_lock(&qp->rq.lock);
 		while (n < num && qp->wc_tail != qp->wc_head)
-			wc[n++] = qp->wcs[qp->wc_tail++ & (qp->rq_cnt - 1)];
-		pthread_mutex_unlock(&qp->rq_lock);
+			wc[n++] = qp->wcs[qp->wc_tail++ & (qp->rq.cnt - 1)];
+		pthread_mutex_unlock(&qp->rq.lock);
 	}
 	return n;
 }
@@ -252,21 +226,21 @@ static uint32_t rx_ring(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 		*xsk_ring_prod__fill_addr(&dev->fq, fidx + i) =
 			d->addr & ~(uint64_t)(QPS_XDP_FRAME_SIZE - 1);
 		if (!fl) {
-			qps_xdp_count(&dev->rx_no_rule, 1);
+			qps_sw_count(&dev->rx_no_rule, 1);
 			continue;
 		}
 		qp = qps_xdp_qp(fl->base.qp);
-		pthread_mutex_lock(&qp->rq_lock);
+		pthread_mutex_lock(&qp->rq.lock);
 		if (qp->base.recv_cq == cq) {
 			*n += rx_one(dev, qp, f, d->len, &wc[*n]);
-		} else if (qp->wc_head - qp->wc_tail >= qp->rq_cnt) {
-			qps_xdp_count(&qp->rx_no_buf, 1);
+		} else if (qp->wc_head - qp->wc_tail >= qp->rq.cnt) {
+			qps_sw_count(&qp->rx_no_buf, 1);
 		} else if (rx_one(dev, qp, f, d->len,
-				  &qp->wcs[qp->wc_head & (qp->rq_cnt - 1)])) {
+				  &qp->wcs[qp->wc_head & (qp->rq.cnt - 1)])) {
 			qp->wc_head++;
 			*stashed = true;
 		}
-		pthread_mutex_unlock(&qp->rq_lock);
+		pthread_mutex_unlock(&qp->rq.lock);
 	}
 	/* Release: the kernel may reuse the RX slots (pairs with its
 	 * acquire of the consumer index); submit's release hands the

@@ -99,7 +99,7 @@ static void tx_reap(struct qps_xdp_dev *dev)
 			e->done = true;
 			if (o->failed) {
 				e->status = IBV_WC_GENERAL_ERR;
-				qps_xdp_count(&o->qp->tx_drops, 1);
+				qps_sw_count(&o->qp->sq_stats.tx_drops, 1);
 			}
 		}
 		o->requeue = false;
@@ -145,7 +145,7 @@ static void tx_void(struct qps_xdp_dev *dev)
 
 			e->status = IBV_WC_GENERAL_ERR;
 			e->done = true;
-			qps_xdp_count(&o->qp->tx_drops, 1);
+			qps_sw_count(&o->qp->sq_stats.tx_drops, 1);
 		}
 		o->qp = NULL;
 		o->busy = false;
@@ -232,9 +232,9 @@ static void tx_kick(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp,
 		if (err == EBUSY)
 			tx_dropped(dev);
 		if (count && i == 0)
-			qps_xdp_count(&qp->doorbells, 1);
+			qps_sw_count(&qp->sq_stats.doorbells, 1);
 		else
-			qps_xdp_count(&dev->rekicks, 1);
+			qps_sw_count(&dev->rekicks, 1);
 		tx_reap(dev);
 		if (!tx_queued(dev)) {
 			dev->kick_pending = false;
@@ -259,52 +259,6 @@ static void tx_kick(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp,
 	/* Left on the ring: the interface is down or its queue full; the
 	 * next poll of a send CQ kicks again. */
 	dev->kick_pending = true;
-}
-
-static int check_wr(const struct qps_xdp_qp *qp, const struct ibv_send_wr *wr)
-{
-	if (wr->opcode != IBV_WR_SEND)
-		return -EINVAL;
-	if (wr->num_sge < 0 ||
-	    (uint32_t)wr->num_sge > qp->base.cap.max_send_sge ||
-	    (wr->num_sge && !wr->sg_list))
-		return -EINVAL;
-	return 0;
-}
-
-static enum ibv_wc_status wr_check_len(struct qps_xdp_dev *dev,
-				       const struct ibv_send_wr *wr,
-				       uint32_t *len_out)
-{
-	uint64_t total = 0;
-	int i;
-
-	for (i = 0; i < wr->num_sge; i++)
-		total += wr->sg_list[i].length;
-	*len_out = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
-	if (total < QPS_XDP_ETH_HLEN ||
-	    total > qps_xdp_mtu(dev) + QPS_XDP_ETH_HLEN)
-		return IBV_WC_LOC_LEN_ERR;
-	for (i = 0; i < wr->num_sge; i++) {
-		const struct ibv_sge *s = &wr->sg_list[i];
-
-		if (!(wr->send_flags & IBV_SEND_INLINE) &&
-		    qps_xdp_mr_check(dev, s->lkey, (uintptr_t)s->addr,
-				     s->length))
-			return IBV_WC_LOC_PROT_ERR;
-	}
-	return IBV_WC_SUCCESS;
-}
-
-static void wr_copy(uint8_t *dst, const struct ibv_send_wr *wr)
-{
-	int i;
-
-	for (i = 0; i < wr->num_sge; i++) {
-		memcpy(dst, (const void *)(uintptr_t)wr->sg_list[i].addr,
-		       wr->sg_list[i].length);
-		dst += wr->sg_list[i].length;
-	}
 }
 
 /* Room for one more frame: a free frame and a TX ring slot. */
@@ -335,10 +289,12 @@ int qps_xdp_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
 			ret = -ENOMEM;	/* full, as verbs says it */
 			break;
 		}
-		ret = check_wr(qp, wr);
+		ret = qps_sw_send_wr_check(q, wr);
 		if (ret)
 			break;
-		st = wr_check_len(dev, wr, &len);
+		st = qps_sw_send_wr_len(&dev->mrs, wr,
+					qps_xdp_mtu(dev) + QPS_XDP_ETH_HLEN,
+					&len);
 		if (st == IBV_WC_SUCCESS && !tx_room(dev, &idx)) {
 			ret = -ENOMEM;
 			break;
@@ -358,7 +314,8 @@ int qps_xdp_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
 			struct qps_xdp_tx_owner *o = &dev->tx_owner[
 				addr / QPS_XDP_FRAME_SIZE - QPS_XDP_RING];
 
-			wr_copy(xsk_umem__get_data(dev->area, addr), wr);
+			qps_sw_send_wr_copy(xsk_umem__get_data(dev->area, addr),
+					    wr);
 			d->addr = addr;
 			d->len = len;
 			d->options = 0;
@@ -369,12 +326,8 @@ int qps_xdp_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
 			o->requeue = false;
 			o->failed = false;
 			in_ring++;
-			qps_xdp_count(&qp->wqes, 1);
-		} else {
-			if (st == IBV_WC_LOC_LEN_ERR)
-				qps_xdp_count(&qp->tx_len_err, 1);
-			qps_xdp_count(&qp->tx_drops, 1);
 		}
+		qps_sw_sq_count(&qp->sq_stats, st);
 		qp->sq_head++;
 	}
 	/* One doorbell for the chain, even when it stopped early: what was
@@ -410,17 +363,10 @@ int qps_xdp_tx_poll(struct qps_xdp_dev *dev, struct qps_xdp_qp *qp, int num,
 		if (e->in_ring && !e->done)
 			break;
 		qp->sq_tail++;
-		if (!e->signaled && st == IBV_WC_SUCCESS)
-			continue;
-		memset(&wc[n], 0, sizeof(wc[n]));
-		wc[n].wr_id = e->wr_id;
-		wc[n].status = st;
-		wc[n].opcode = IBV_WC_SEND;
-		wc[n].byte_len = st == IBV_WC_SUCCESS ? e->byte_len : 0;
-		wc[n].qp_num = qp->base.qp_num;
-		n++;
+		n += qps_sw_send_wc(&wc[n], &qp->base, e->wr_id, e->byte_len,
+				    st, e->signaled);
 	}
-	qps_xdp_count(&qp->tx_cqes, (uint64_t)n);
+	qps_sw_count(&qp->sq_stats.tx_cqes, (uint64_t)n);
 	pthread_mutex_unlock(&dev->tx_lock);
 	return n;
 }
