@@ -11,6 +11,12 @@
 # the UD transport (QPN and Q_Key exchanged in the hello), sizes capped
 # at the UD MTU; -c RC refused; -Q as the contexts' tx_signal, seen in
 # the JSON counters (tx_signaled against wqes).
+#
+# With QPS_TEST_PROVIDER=packet or xdp (root), the raw-Ethernet cases run
+# on that provider instead: server and client in two network namespaces
+# joined by a veth pair this script makes and deletes, each on its own
+# end. The UD cases and the error cases are emu's alone (neither provider
+# has UD; the errors do not depend on the provider).
 set -uo pipefail
 
 bw=$1
@@ -25,6 +31,9 @@ fails=0
 # any outgoing connection's local port could already hold it.
 port=$((20000 + $$ % 12000))
 
+prov=${QPS_TEST_PROVIDER:-emu}
+ns_a='' ns_b=''
+
 cleanup() {
 	if [[ -n "$spid" ]] && kill -0 "$spid" 2>/dev/null; then
 		kill "$spid" 2>/dev/null
@@ -32,9 +41,44 @@ cleanup() {
 		rm -f "/dev/shm/qpsock-stat.$spid".*
 	fi
 	rm -f "/dev/shm/qpsock-emu-$wire"
+	if [[ -n "$ns_a" ]]; then
+		ip netns pids "$ns_a" 2>/dev/null | xargs -r kill 2>/dev/null
+		ip netns pids "$ns_b" 2>/dev/null | xargs -r kill 2>/dev/null
+		ip netns del "$ns_a" 2>/dev/null
+		ip netns del "$ns_b" 2>/dev/null
+	fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+
+# How each side runs: srv_pre/cli_pre before the tool, srv_dev/cli_dev
+# after it, and the address the client reaches the server at.
+if [[ $prov == emu ]]; then
+	srv_pre=() cli_pre=()
+	srv_dev=(--dev "$wire") cli_dev=(--dev "$wire")
+	addr=127.0.0.1
+else
+	if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null; then
+		echo "test_tools_e2e ($prov): skipped: needs root and ip"
+		exit 77
+	fi
+	ns_a=qtta$$ ns_b=qttb$$
+	if ! { ip netns add "$ns_a" && ip netns add "$ns_b" &&
+		ip link add qttva netns "$ns_a" type veth peer name qttvb \
+			netns "$ns_b" &&
+		ip -n "$ns_a" addr add 10.79.7.1/24 dev qttva &&
+		ip -n "$ns_b" addr add 10.79.7.2/24 dev qttvb &&
+		ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+		ip -n "$ns_a" link set qttva up &&
+		ip -n "$ns_b" link set qttvb up; }; then
+		echo "test_tools_e2e ($prov): skipped: cannot make namespaces here"
+		exit 77
+	fi
+	srv_pre=(ip netns exec "$ns_a") cli_pre=(ip netns exec "$ns_b")
+	srv_dev=(--provider "$prov" --dev qttva)
+	cli_dev=(--provider "$prov" --dev qttvb)
+	addr=10.79.7.1
+fi
 
 fail() {
 	echo "FAIL: $*" >&2
@@ -79,14 +123,15 @@ server_rc() {
 run() {
 	local name=$1 tool=$2 sargs=$3 cargs=$4 crc=0 src=0
 	# shellcheck disable=SC2086 # argument lists
-	if ! start_server "$tool" --dev "$wire" -p "$port" $sargs; then
+	if ! start_server "${srv_pre[@]}" "$tool" "${srv_dev[@]}" -p "$port" \
+		$sargs; then
 		fail "$name: server did not start"
 		cat "$tmp/srv.log" >&2
 		return 1
 	fi
 	# shellcheck disable=SC2086
-	timeout 120 "$tool" --dev "$wire" -p "$port" $cargs 127.0.0.1 \
-		> "$tmp/cli.log" 2>&1 || crc=$?
+	timeout 120 "${cli_pre[@]}" "$tool" "${cli_dev[@]}" -p "$port" \
+		$cargs "$addr" > "$tmp/cli.log" 2>&1 || crc=$?
 	server_rc || src=$?
 	cp "$tmp/cli.log" "$tmp/$name.cli"
 	cp "$tmp/srv.log" "$tmp/$name.srv"
@@ -222,60 +267,64 @@ nonzero_bw() {
 	rows "$1" | awk '!($4 > 0 && $5 > 0) { bad = 1 } END { exit bad }'
 }
 
-# 6b. UD transport, BW: the header says so, both sides print their
-# table with numbers, the addresses carry a QPN and the Q_Key.
-if run bw_ud "$bw" "-c UD -s 64 -n 5000 --json" "-c UD -s 64 -n 5000 --json"; then
-	for f in "$tmp/bw_ud.cli" "$tmp/bw_ud.srv"; do
-		check_head "$f" "Connection type : UD"
-		check_head "$f" "$bw_head"
-		nonzero_bw "$f" || fail "$f: zero BW or rate: $(rows "$f")"
-		grep -qE 'remote address: IP [0-9.]+ UDP [0-9]+ QPN 0x[0-9a-f]{6} Q_Key 0x01234567' "$f" ||
-			fail "$f: no remote UD address (QPN, Q_Key)"
-		"$checker" --check-json "$f" 1 || fail "$f: JSON"
-		grep -q '"connection":"UD"' "$f" || fail "$f: JSON connection"
-	done
-	check_rows "$tmp/bw_ud.cli" 5 "64 5000"
-	check_rows "$tmp/bw_ud.srv" 5 "64 *"
-	rows "$tmp/bw_ud.srv" | awk '$2 < 1 { exit 1 }' ||
-		fail "bw_ud: the server received nothing"
-fi
-
-# 6c. UD transport, latency: both tables, 0 < t_min <= t_typical <= t_max.
-if run lat_ud "$lat" "-c UD -n 1000 --json" "-c UD -n 1000 --json"; then
-	for f in "$tmp/lat_ud.cli" "$tmp/lat_ud.srv"; do
-		check_head "$f" "Connection type : UD"
-		check_head "$f" "$lat_head"
-		check_rows "$f" 9 "2 1000"
-		rows "$f" | awk '!($3 <= $5 && $5 <= $4 && $3 > 0) { exit 1 }' ||
-			fail "$f: t_min <= t_typical <= t_max does not hold"
-		grep -q '"connection":"UD"' "$f" || fail "$f: JSON connection"
-	done
-fi
-
-# 6d. UD sizes: -a stops at the UD MTU (1024 on emu) less qpsock's
-# 12-byte header, as perftest caps UD at the MTU; an explicit -s above
-# it is refused on both sides (perftest refuses it too).
-if run bw_ud_all "$bw" "-c UD -a -n 200" "-c UD -a -n 200"; then
-	check_rows "$tmp/bw_ud_all.cli" 5 "2 200" "4 200" "8 200" "16 200" \
-		"32 200" "64 200" "128 200" "256 200" "512 200"
-fi
-if start_server "$lat" --dev "$wire" -p "$port" -c UD -s 1024; then
-	expect_fail ud_size "max message size in UD is the MTU: 1012 bytes" \
-		"$lat" --dev "$wire" -p "$port" -c UD -s 1024 127.0.0.1
-	src=0
-	server_rc || src=$?
-	if [[ $src -eq 0 ]] || ! grep -q "max message size in UD" "$tmp/srv.log"; then
-		fail "ud_size: server exit $src: $(cat "$tmp/srv.log")"
+if [[ $prov == emu ]]; then
+	# 6b. UD transport, BW: the header says so, both sides print their
+	# table with numbers, the addresses carry a QPN and the Q_Key.
+	if run bw_ud "$bw" "-c UD -s 64 -n 5000 --json" "-c UD -s 64 -n 5000 --json"; then
+		for f in "$tmp/bw_ud.cli" "$tmp/bw_ud.srv"; do
+			check_head "$f" "Connection type : UD"
+			check_head "$f" "$bw_head"
+			nonzero_bw "$f" || fail "$f: zero BW or rate: $(rows "$f")"
+			grep -qE 'remote address: IP [0-9.]+ UDP [0-9]+ QPN 0x[0-9a-f]{6} Q_Key 0x01234567' "$f" ||
+				fail "$f: no remote UD address (QPN, Q_Key)"
+			"$checker" --check-json "$f" 1 || fail "$f: JSON"
+			grep -q '"connection":"UD"' "$f" || fail "$f: JSON connection"
+		done
+		check_rows "$tmp/bw_ud.cli" 5 "64 5000"
+		check_rows "$tmp/bw_ud.srv" 5 "64 *"
+		rows "$tmp/bw_ud.srv" | awk '$2 < 1 { exit 1 }' ||
+			fail "bw_ud: the server received nothing"
 	fi
-else
-	fail "ud_size: server did not start"
+
+	# 6c. UD transport, latency: both tables, 0 < t_min <= t_typical <= t_max.
+	if run lat_ud "$lat" "-c UD -n 1000 --json" "-c UD -n 1000 --json"; then
+		for f in "$tmp/lat_ud.cli" "$tmp/lat_ud.srv"; do
+			check_head "$f" "Connection type : UD"
+			check_head "$f" "$lat_head"
+			check_rows "$f" 9 "2 1000"
+			rows "$f" | awk '!($3 <= $5 && $5 <= $4 && $3 > 0) { exit 1 }' ||
+				fail "$f: t_min <= t_typical <= t_max does not hold"
+			grep -q '"connection":"UD"' "$f" || fail "$f: JSON connection"
+		done
+	fi
+
+	# 6d. UD sizes: -a stops at the UD MTU (1024 on emu) less qpsock's
+	# 12-byte header, as perftest caps UD at the MTU; an explicit -s above
+	# it is refused on both sides (perftest refuses it too).
+	if run bw_ud_all "$bw" "-c UD -a -n 200" "-c UD -a -n 200"; then
+		check_rows "$tmp/bw_ud_all.cli" 5 "2 200" "4 200" "8 200" "16 200" \
+			"32 200" "64 200" "128 200" "256 200" "512 200"
+	fi
+	if start_server "$lat" --dev "$wire" -p "$port" -c UD -s 1024; then
+		expect_fail ud_size "max message size in UD is the MTU: 1012 bytes" \
+			"$lat" --dev "$wire" -p "$port" -c UD -s 1024 127.0.0.1
+		src=0
+		server_rc || src=$?
+		if [[ $src -eq 0 ]] || ! grep -q "max message size in UD" "$tmp/srv.log"; then
+			fail "ud_size: server exit $src: $(cat "$tmp/srv.log")"
+		fi
+	else
+		fail "ud_size: server did not start"
+	fi
 fi
 
 # 6e. -Q is the context's tx_signal: bursts of 16 (-l 16), a CQE asked
 # for every WQE with -Q 1, once per burst with -Q 16 (the burst's last
 # WQE asks anyway), on RAW and on UD; every WQE is reaped either way.
 declare -A sig
-for c in "RAW 1" "RAW 16" "UD 16"; do
+conns=("RAW 1" "RAW 16")
+[[ $prov == emu ]] && conns+=("UD 16")
+for c in "${conns[@]}"; do
 	read -r conn q <<< "$c"
 	name="bw_q${q}_$conn"
 	run "$name" "$bw" "-c $conn -s 64 -n 4096" \
@@ -303,40 +352,44 @@ for name in bw_q16_RAW bw_q16_UD; do
 	fi
 done
 
-# 7. Errors: each must fail with its message.
+if [[ $prov == emu ]]; then
+	# 7. Errors: each must fail with its message.
 
-# Mismatch: the server refuses the client; both exit non-zero.
-if start_server "$bw" --dev "$wire" -p "$port" -n 2000; then
-	expect_fail mismatch "mismatch.*-n (iterations): client 1000, server 2000" \
-		"$bw" --dev "$wire" -p "$port" -n 1000 127.0.0.1
-	src=0
-	server_rc || src=$?
-	if [[ $src -eq 0 ]] || ! grep -q "mismatch" "$tmp/srv.log"; then
-		fail "mismatch: server exit $src: $(cat "$tmp/srv.log")"
+	# Mismatch: the server refuses the client; both exit non-zero.
+	if start_server "$bw" --dev "$wire" -p "$port" -n 2000; then
+		expect_fail mismatch "mismatch.*-n (iterations): client 1000, server 2000" \
+			"$bw" --dev "$wire" -p "$port" -n 1000 127.0.0.1
+		src=0
+		server_rc || src=$?
+		if [[ $src -eq 0 ]] || ! grep -q "mismatch" "$tmp/srv.log"; then
+			fail "mismatch: server exit $src: $(cat "$tmp/srv.log")"
+		fi
+	else
+		fail "mismatch: server did not start"
 	fi
-else
-	fail "mismatch: server did not start"
+
+	# Busy port: a second server on the same TCP port.
+	if start_server "$lat" --dev "$wire" -p "$port"; then
+		expect_fail busy_port "cannot listen on TCP port $port: Address already in use" \
+			"$bw" --dev "$wire" -p "$port"
+		kill "$spid"
+		server_rc
+	else
+		fail "busy_port: server did not start"
+	fi
+
+	expect_fail no_server "cannot connect to 127.0.0.1:$port" \
+		"$lat" --dev "$wire" -p "$port" 127.0.0.1
+	# Built or not, the packet provider fails here (no server, or no
+	# such interface), with a message either way.
+	expect_fail provider "provider 'packet' is not available\|qps_ctx_create(provider packet\|cannot connect" \
+		"$bw" --provider packet -p "$port" 127.0.0.1
 fi
 
-# Busy port: a second server on the same TCP port.
-if start_server "$lat" --dev "$wire" -p "$port"; then
-	expect_fail busy_port "cannot listen on TCP port $port: Address already in use" \
-		"$bw" --dev "$wire" -p "$port"
-	kill "$spid"
-	server_rc
-else
-	fail "busy_port: server did not start"
-fi
-
-expect_fail no_server "cannot connect to 127.0.0.1:$port" \
-	"$lat" --dev "$wire" -p "$port" 127.0.0.1
-# The packet provider is not in the tree yet; once it is, this still
-# fails (no server), with a message either way.
-expect_fail provider "provider 'packet' is not available\|qps_ctx_create(provider packet\|cannot connect" \
-	"$bw" --provider packet -p "$port" 127.0.0.1
 # Multicast: with qpsock's join API the server joins, the client sends to
 # the group; without it, -g must say so and fail.
-if ! "$bw" -g -p "$port" --dev "$wire" 127.0.0.1 > "$tmp/mcg.log" 2>&1 &&
+if ! "${cli_pre[@]}" "$bw" -g -p "$port" "${cli_dev[@]}" "$addr" \
+	> "$tmp/mcg.log" 2>&1 &&
 	grep -q "group join API" "$tmp/mcg.log"; then
 	echo "ok: mcg unsupported in this build: $(cat "$tmp/mcg.log")"
 else
@@ -350,30 +403,33 @@ else
 		check_rows "$tmp/lat_mcg.cli" 9 "2 500"
 	fi
 	# UD multicast: group ::ffff:239.255.0.1, QPN 0xffffff, no peer QPN.
-	if run bw_mcg_ud "$bw" "-c UD -g -s 64 -n 1000" "-c UD -g -s 64 -n 1000"; then
+	if [[ $prov == emu ]] &&
+		run bw_mcg_ud "$bw" "-c UD -g -s 64 -n 1000" "-c UD -g -s 64 -n 1000"; then
 		check_head "$tmp/bw_mcg_ud.cli" "Connection type : UD"
 		check_rows "$tmp/bw_mcg_ud.cli" 5 "64 1000"
 		rows "$tmp/bw_mcg_ud.srv" | awk '$2 < 1 { exit 1 }' ||
 			fail "bw_mcg_ud: the server got none of the group's datagrams"
 	fi
 fi
-expect_fail bad_flag "bad -s '0'" "$bw" -s 0
-expect_fail conn_rc "bad -c 'RC': qpsock is datagram-only" "$bw" -c RC
-expect_fail conn_uc "bad -c 'UC': qpsock is datagram-only" "$lat" -c UC \
-	127.0.0.1
-# A UD server refuses a RAW client: the two never meet on the wire.
-if start_server "$bw" --dev "$wire" -p "$port" -c UD; then
-	expect_fail conn_mismatch "mismatch.*-c (connection): client RAW, server UD" \
-		"$bw" --dev "$wire" -p "$port" 127.0.0.1
-	src=0
-	server_rc || src=$?
-	[[ $src -ne 0 ]] || fail "conn_mismatch: server exit 0"
-else
-	fail "conn_mismatch: server did not start"
+if [[ $prov == emu ]]; then
+	expect_fail bad_flag "bad -s '0'" "$bw" -s 0
+	expect_fail conn_rc "bad -c 'RC': qpsock is datagram-only" "$bw" -c RC
+	expect_fail conn_uc "bad -c 'UC': qpsock is datagram-only" "$lat" -c UC \
+		127.0.0.1
+	# A UD server refuses a RAW client: the two never meet on the wire.
+	if start_server "$bw" --dev "$wire" -p "$port" -c UD; then
+		expect_fail conn_mismatch "mismatch.*-c (connection): client RAW, server UD" \
+			"$bw" --dev "$wire" -p "$port" 127.0.0.1
+		src=0
+		server_rc || src=$?
+		[[ $src -ne 0 ]] || fail "conn_mismatch: server exit 0"
+	else
+		fail "conn_mismatch: server did not start"
+	fi
 fi
 
 if [[ $fails -ne 0 ]]; then
-	echo "test_tools_e2e: $fails failure(s)"
+	echo "test_tools_e2e ($prov): $fails failure(s)"
 	exit 1
 fi
-echo "test_tools_e2e: all cases passed"
+echo "test_tools_e2e ($prov): all cases passed"

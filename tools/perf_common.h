@@ -235,6 +235,7 @@ int perf_oob_get_u64s(int fd, uint64_t *v, unsigned int n);
 /* perf_qps.c: one qpsock context (one QP) and one endpoint per -q. */
 struct perf_qp {
 	struct qps_ctx *ctx;
+	bool ctx_shared;	/* QP 0's context: the device holds one */
 	struct qps_ep *ep;
 	struct qps_ctx_info info;
 	struct sockaddr_in local;

@@ -222,6 +222,11 @@ static int perf_check(struct perf_opts *o, FILE *err, bool tx_set,
 		fprintf(err, "%s: latency tests use one QP (-q 1)\n", o->prog);
 		return -EINVAL;
 	}
+	if (o->port + o->num_qps - 1 > 65535) {
+		fprintf(err, "%s: QP i binds UDP port -p + i: -p %u with -q %u "
+			"passes 65535\n", o->prog, o->port, o->num_qps);
+		return -EINVAL;
+	}
 	if (o->mcg && o->num_qps != 1) {
 		fprintf(err, "%s: multicast (-g) uses one QP (-q 1)\n", o->prog);
 		return -EINVAL;

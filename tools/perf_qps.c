@@ -66,8 +66,9 @@ static void perf_ctx_hint(const struct perf_opts *o, int ret)
 
 	if (ret == -ENOENT)
 		fprintf(stderr, "%s: provider '%s' is not available in this "
-			"qpsock build (emu is always built; packet is not in "
-			"the tree yet)\n", o->prog, prov);
+			"qpsock build (emu is always built; packet, xdp and "
+			"verbs where their libraries were found)\n", o->prog,
+			prov);
 	else if (ret == -ENOSPC)
 		fprintf(stderr, "%s: no free port on the device (an emu wire "
 			"holds 16 ports; lower -q or use another --dev)\n",
@@ -80,8 +81,13 @@ static void perf_ctx_hint(const struct perf_opts *o, int ret)
 			"verbs); provider '%s' has none\n", o->prog, prov);
 }
 
-static int perf_qp_open(const struct perf_opts *o, struct perf_qp *q)
+/* QP @i binds port -p + @i: on a host netdev every context has the
+ * host's address, and a port is held host-wide. An xdp interface holds
+ * one context (-EBUSY for a second): its QPs are endpoints of QP 0's. */
+static int perf_qp_open(const struct perf_opts *o, struct perf_qp *qp,
+			unsigned int i)
 {
+	struct perf_qp *q = &qp[i];
 	struct qps_ctx_attr attr;
 	struct sockaddr_in sin;
 	socklen_t len = sizeof(sin);
@@ -111,6 +117,11 @@ static int perf_qp_open(const struct perf_opts *o, struct perf_qp *q)
 		attr.tx_signal = o->cq_mod;
 	}
 	ret = qps_ctx_create(&attr, &q->ctx);
+	if (ret == -EBUSY && i > 0) {
+		q->ctx = qp[0].ctx;
+		q->ctx_shared = true;
+		ret = 0;
+	}
 	if (ret < 0) {
 		fprintf(stderr, "%s: qps_ctx_create(provider %s, dev %s, %s): "
 			"%s\n", o->prog, o->provider ? o->provider : "default",
@@ -152,13 +163,13 @@ static int perf_qp_open(const struct perf_opts *o, struct perf_qp *q)
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = htonl(INADDR_ANY);
-	sin.sin_port = htons((uint16_t)o->port);
+	sin.sin_port = htons((uint16_t)(o->port + i));
 	ret = qps_bind(q->ep, (struct sockaddr *)&sin, sizeof(sin));
 	if (ret == 0)
 		ret = qps_getsockname(q->ep, (struct sockaddr *)&sin, &len);
 	if (ret < 0) {
 		fprintf(stderr, "%s: qps_bind(UDP port %u): %s\n", o->prog,
-			o->port, strerror(-ret));
+			o->port + i, strerror(-ret));
 		return ret;
 	}
 	if (sin.sin_addr.s_addr == htonl(INADDR_ANY))
@@ -171,10 +182,12 @@ void perf_qps_close(struct perf_qp *qp, unsigned int n)
 {
 	unsigned int i;
 
-	for (i = 0; i < n; i++) {
+	/* Endpoints first: a shared context goes with QP 0. */
+	for (i = 0; i < n; i++)
 		if (qp[i].ep)
 			qps_ep_close(qp[i].ep);
-		if (qp[i].ctx)
+	for (i = 0; i < n; i++) {
+		if (qp[i].ctx && !qp[i].ctx_shared)
 			qps_ctx_destroy(qp[i].ctx);
 		memset(&qp[i], 0, sizeof(qp[i]));
 	}
@@ -188,7 +201,7 @@ int perf_qps_open(const struct perf_opts *o, struct perf_qp *qp,
 
 	memset(qp, 0, sizeof(*qp) * n);
 	for (i = 0; i < n; i++) {
-		ret = perf_qp_open(o, &qp[i]);
+		ret = perf_qp_open(o, qp, i);
 		if (ret < 0) {
 			perf_qps_close(qp, n);
 			return ret;
@@ -315,6 +328,8 @@ int perf_qps_counters(struct perf_qp *qp, unsigned int n,
 
 	memset(c, 0, sizeof(*c));
 	for (i = 0; i < n; i++) {
+		if (qp[i].ctx_shared)
+			continue;
 		memset(&st, 0, sizeof(st));
 		ret = qps_ctx_stats(qp[i].ctx, &st, sizeof(st));
 		if (ret < 0)

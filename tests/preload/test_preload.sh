@@ -36,7 +36,8 @@
 #             --provider xdp between two namespaces; needs root;
 #   packet    sockperf under qpsock-run --provider packet in one network
 #             namespace against a kernel sockperf in another (a veth pair
-#             this script makes and deletes), both directions; needs root.
+#             this script makes and deletes), both directions; needs root;
+#             with QPS_TEST_PROVIDER=xdp, the same on xdp.
 # Exit 77 (skipped) when a program it needs is missing.
 set -u
 
@@ -319,20 +320,22 @@ s.close()"' 2>"$tmp/exec.err" || fail "python3 after exec"
 		fail "the program after exec was not offloaded"
 	;;
 packet)
+	# QPS_TEST_PROVIDER=xdp: the same on xdp.
+	tprov=${QPS_TEST_PROVIDER:-packet}
 	if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null ||
 		! command -v sockperf >/dev/null; then
-		echo "test_preload packet: skipped: needs root, ip and sockperf"
+		echo "test_preload packet ($tprov): skipped: needs root, ip and sockperf"
 		exit 77
 	fi
 	ns_a=plpa$$ ns_b=plpb$$ if_a=plva$$ if_b=plvb$$
 	if ! make_ns 0; then
-		echo "test_preload packet: skipped: cannot make namespaces here"
+		echo "test_preload packet ($tprov): skipped: cannot make namespaces here"
 		exit 77
 	fi
 	# qpsock server, kernel client; then kernel server, qpsock client.
 	for dir in in out; do
 		if [[ $dir == in ]]; then
-			ip netns exec "$ns_a" "${run[@]}" --provider packet \
+			ip netns exec "$ns_a" "${run[@]}" --provider "$tprov" \
 				--dev "$if_a" --stats sockperf sr -i 10.79.0.1 \
 				-p 11111 >"$tmp/sr.$dir" 2>&1 &
 			srv=$!
@@ -347,7 +350,7 @@ packet)
 			srv=$!
 			sleep 1
 			ip netns exec "$ns_a" timeout 30 "${run[@]}" --provider \
-				packet --dev "$if_a" --stats sockperf pp \
+				"$tprov" --dev "$if_a" --stats sockperf pp \
 				-i 10.79.0.2 -p 11111 -t 1 -m 64 \
 				>"$tmp/pp.$dir" 2>&1 || fail "qpsock sockperf pp"
 			qps=$tmp/pp.$dir
