@@ -212,10 +212,8 @@ static int dev_setup(struct qps_xdp_dev *dev, const char *name,
 	ret = qps_xdp_umem_open(dev);
 	if (ret < 0)
 		return ret;
-	ret = epoll_add(dev->epfd, dev->xsk_fd);
-	if (ret == 0)
-		ret = epoll_add(dev->epfd, dev->evfd);
-	return ret;
+	/* The XSK joins the set when a CQ is armed (xdp_event.c). */
+	return epoll_add(dev->epfd, dev->evfd);
 }
 
 static int xdp_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
