@@ -10,7 +10,8 @@
  *                frame's queue, passes the rest to the kernel; user space
  *                picks the strongest matching rule again (its QP)
  *   UMEM         one per device, made of 4 KiB frames: the first half is
- *                the fill ring's, the second the send side's (xdp_umem.c)
+ *                the receive side's (the fill ring kept shallow, the rest
+ *                on a stack), the second the send side's (xdp_umem.c)
  *   send QP      a software SQ; a WR chain copies each frame into a UMEM
  *                frame, fills the TX ring, and ends with at most one kick
  *                (sendto, when the ring needs a wakeup): the doorbell
@@ -129,8 +130,14 @@ struct qps_xdp_dev {
 	struct xsk_ring_prod fq, tx;
 	struct xsk_ring_cons cq, rx;
 
-	/* Receive side, under rx_lock: the RX and fill rings. */
+	/* Receive side, under rx_lock: the RX and fill rings, and the
+	 * frames of the RX half on neither (a stack: the last one back is
+	 * the first to go to the fill ring again, xdp_umem.c). */
 	pthread_mutex_t rx_lock;
+	uint64_t *rx_free;
+	uint32_t rx_nfree;
+	uint32_t fill_target;	/* frames the fill ring is kept at */
+	uint32_t fill_calm;	/* frames since the kernel last drew deep */
 	uint64_t rx_no_rule, rx_csum_fixed, rx_xsk_drops;
 
 	/* Send side, under tx_lock: the TX and completion rings, the free
@@ -147,6 +154,10 @@ struct qps_xdp_dev {
 	uint64_t rekicks;
 
 	pthread_mutex_t lock;	/* lists below; lock order: before the others */
+	/* The XSK on @epfd, and why; whether a thread spins on the
+	 * receive CQ (xdp_event.c). */
+	bool xsk_in_ep, xsk_armed, rx_spinning;
+	uint32_t unarmed_polls;
 	struct qps_xdp_qp *qps;
 	struct qps_xdp_flow *flows;
 	unsigned int nflows;
@@ -189,6 +200,14 @@ int qps_xdp_cfg_write(struct qps_xdp_dev *dev);
 int qps_xdp_umem_open(struct qps_xdp_dev *dev);
 void qps_xdp_umem_close(struct qps_xdp_dev *dev);
 void qps_xdp_umem_stats(struct qps_xdp_dev *dev);
+/* @n frames read out of the RX ring are ours again: on the free stack,
+ * and the fill ring topped up to its target. rx_lock and dev->lock
+ * held. */
+void qps_xdp_fill_return(struct qps_xdp_dev *dev, const uint64_t *addr,
+			 uint32_t n);
+/* Nobody spins: every free frame of the receive half to the fill ring.
+ * rx_lock held. */
+void qps_xdp_fill_deep(struct qps_xdp_dev *dev);
 
 /* xdp_tx.c */
 int qps_xdp_post_send(struct qps_qp *qp, struct ibv_send_wr *wr,
@@ -226,7 +245,14 @@ int qps_xdp_poll_cq(struct qps_cq *cq, int num, struct ibv_wc *wc);
 int qps_xdp_poll_cq_ts(struct qps_cq *cq, int num, struct ibv_wc *wc,
 		       struct qps_wc_ts *ts);
 int qps_xdp_get_event_fd(struct qps_dev *dev);
+int qps_xdp_req_notify_cq(struct qps_cq *cq);
 int qps_xdp_ack_events(struct qps_dev *dev);
+
+/* xdp_event.c: the XSK on the event fd only while armed; dev->lock
+ * held */
+int qps_xdp_ev_arm(struct qps_xdp_dev *dev);
+void qps_xdp_ev_drained(struct qps_xdp_dev *dev);
+void qps_xdp_ev_polled(struct qps_xdp_dev *dev);
 
 /* xdp_net.c: routes, neighbours, multicast membership */
 int qps_xdp_route_open(struct qps_xdp_dev *dev);

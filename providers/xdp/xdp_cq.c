@@ -6,9 +6,10 @@
  * those completions directly.
  *
  * Events: the device's event fd is an epoll set of the XSK (readable
- * while its RX ring holds frames) and dev->evfd (written when a poll left
+ * while its RX ring holds frames), on it from req_notify_cq until a while
+ * after the drain (xdp_event.c), and dev->evfd (written when a poll left
  * completions for another CQ's QP, drained by ack_events): level
- * triggered, hence always armed, as packet's.
+ * triggered.
  */
 #include "xdp.h"
 
@@ -49,6 +50,8 @@ static int xdp_poll(struct qps_cq *c, int num, struct ibv_wc *wc,
 	}
 	if (has_rx && n < num)
 		n += qps_xdp_rx_poll(dev, c, num - n, wc + n);
+	if (has_rx)
+		qps_xdp_ev_polled(dev);
 	pthread_mutex_unlock(&dev->lock);
 	pthread_mutex_unlock(&cq->lock);
 	/* Neither side has a time from the kernel in AF_XDP. */
@@ -70,6 +73,17 @@ int qps_xdp_poll_cq_ts(struct qps_cq *c, int num, struct ibv_wc *wc,
 	return xdp_poll(c, num, wc, ts);
 }
 
+int qps_xdp_req_notify_cq(struct qps_cq *c)
+{
+	struct qps_xdp_dev *dev = qps_xdp_dev(c->dev);
+	int ret;
+
+	pthread_mutex_lock(&dev->lock);
+	ret = qps_xdp_ev_arm(dev);
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
 int qps_xdp_get_event_fd(struct qps_dev *d)
 {
 	return qps_xdp_dev(d)->epfd;
@@ -84,6 +98,9 @@ int qps_xdp_ack_events(struct qps_dev *d)
 	uint64_t v = 0;
 	bool left = false;
 
+	pthread_mutex_lock(&dev->lock);
+	qps_xdp_ev_drained(dev);
+	pthread_mutex_unlock(&dev->lock);
 	if (read(dev->evfd, &v, sizeof(v)) != (ssize_t)sizeof(v))
 		return 0;
 	pthread_mutex_lock(&dev->lock);

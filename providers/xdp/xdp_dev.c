@@ -98,10 +98,8 @@ static int dev_setup(struct qps_xdp_dev *dev, const char *name,
 	ret = qps_xdp_umem_open(dev);
 	if (ret < 0)
 		return ret;
-	ret = epoll_add(dev->epfd, dev->xsk_fd);
-	if (ret == 0)
-		ret = epoll_add(dev->epfd, dev->evfd);
-	return ret;
+	/* The XSK joins the set when a CQ is armed (xdp_event.c). */
+	return epoll_add(dev->epfd, dev->evfd);
 }
 
 static int xdp_open(const struct qps_dev_attr *attr, struct qps_dev **dev_out)
@@ -240,7 +238,7 @@ const struct qps_provider_ops qps_xdp_ops = {
 	.create_cq = qps_xdp_create_cq,
 	.destroy_cq = qps_xdp_destroy_cq,
 	.poll_cq = qps_xdp_poll_cq,
-	.req_notify_cq = qps_sw_cq_req_notify,
+	.req_notify_cq = qps_xdp_req_notify_cq,
 	.get_event_fd = qps_xdp_get_event_fd,
 	.ack_events = qps_xdp_ack_events,
 	.create_qp = qps_xdp_create_qp,

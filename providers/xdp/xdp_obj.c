@@ -7,6 +7,13 @@
  * generic (SKB) mode when the driver has none; each choice is logged once
  * per device.
  *
+ * veth is the exception: generic first. Its native XDP gets the skbs the
+ * peer's stack built (frames come as xdp_frames only when an XDP program
+ * redirects them into the pair), copies each into a page of its own for
+ * the headroom, and runs in a NAPI poll scheduled behind the sender's
+ * transmit; generic mode runs in the receive path the skb takes anyway.
+ * $QPS_XDP_ATTACH=native or generic overrides the choice.
+ *
  * An interface holds one XDP program per mode: when another one (or
  * another context's) is there, the link cannot be made (-EBUSY).
  */
@@ -16,8 +23,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <linux/ethtool.h>
 #include <linux/if_link.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -54,9 +66,38 @@ static bool attached_is_ours(const struct qps_xdp_dev *dev)
 	return ours;
 }
 
+/* The driver's name is "veth" (ETHTOOL_GDRVINFO). */
+static bool is_veth(const struct qps_xdp_dev *dev)
+{
+	struct ethtool_drvinfo di = { .cmd = ETHTOOL_GDRVINFO };
+	struct ifreq ifr;
+
+	if (dev->carrier_fd < 0)
+		return false;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, dev->info.name, IF_NAMESIZE - 1);
+	ifr.ifr_data = (void *)&di;
+	return ioctl(dev->carrier_fd, SIOCETHTOOL, &ifr) == 0 &&
+	       strcmp(di.driver, "veth") == 0;
+}
+
+/* Whether to try native mode first (see top). */
+static bool native_first(const struct qps_xdp_dev *dev)
+{
+	const char *s = getenv("QPS_XDP_ATTACH");
+
+	if (s && strcmp(s, "native") == 0)
+		return true;
+	if (s && strcmp(s, "generic") == 0)
+		return false;
+	return !is_veth(dev);
+}
+
 static int attach(struct qps_xdp_dev *dev, int prog_fd)
 {
-	int fd = link_try(dev, prog_fd, XDP_FLAGS_DRV_MODE);
+	bool native = native_first(dev);
+	int fd = native ? link_try(dev, prog_fd, XDP_FLAGS_DRV_MODE) :
+			  -EOPNOTSUPP;
 
 	if (fd >= 0) {
 		dev->native = true;
@@ -71,8 +112,9 @@ static int attach(struct qps_xdp_dev *dev, int prog_fd)
 				    dev->info.name, fd);
 			return fd;
 		}
-		qps_xdp_log("%s: no native XDP in its driver; generic (SKB) "
-			    "mode", dev->info.name);
+		if (native)
+			qps_xdp_log("%s: no native XDP in its driver; generic "
+				    "(SKB) mode", dev->info.name);
 	}
 	dev->link_fd = fd;
 	return 0;

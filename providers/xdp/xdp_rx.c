@@ -11,7 +11,8 @@
  * address and port are not in its maps) is counted in rx_no_rule.
  *
  * Polling a receive CQ copies ring frames into posted buffers, in post
- * order, and hands each frame back to the fill ring at once. A frame for
+ * order, and hands the frames back to the UMEM's receive half at once
+ * (xdp_umem.c keeps the fill ring topped up from it). A frame for
  * a QP of another CQ is completed into that QP's own list, given out by
  * the next poll of its CQ (dev->evfd is readable meanwhile). A frame that
  * finds no posted buffer is dropped and counted (rx_no_buf).
@@ -195,7 +196,8 @@ static int rx_stashed(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 static uint32_t rx_ring(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 			uint32_t max, struct ibv_wc *wc, int *n, bool *stashed)
 {
-	uint32_t idx = 0, fidx = 0, got, i;
+	uint64_t back[XDP_RX_BATCH];
+	uint32_t idx = 0, got, i;
 
 	got = xsk_ring_cons__peek(&dev->rx, max, &idx);
 	if (!got) {
@@ -210,12 +212,6 @@ static uint32_t rx_ring(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 		}
 		return 0;
 	}
-	/* The fill ring has room for every frame of the RX half, and only
-	 * those come back through the RX ring: this never fails. */
-	if (xsk_ring_prod__reserve(&dev->fq, got, &fidx) != got) {
-		xsk_ring_cons__cancel(&dev->rx, got);
-		return 0;
-	}
 	for (i = 0; i < got; i++) {
 		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&dev->rx,
 								  idx + i);
@@ -223,8 +219,7 @@ static uint32_t rx_ring(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 		struct qps_xdp_flow *fl = rule_find(dev, f, d->len);
 		struct qps_xdp_qp *qp;
 
-		*xsk_ring_prod__fill_addr(&dev->fq, fidx + i) =
-			d->addr & ~(uint64_t)(QPS_XDP_FRAME_SIZE - 1);
+		back[i] = d->addr & ~(uint64_t)(QPS_XDP_FRAME_SIZE - 1);
 		if (!fl) {
 			qps_sw_count(&dev->rx_no_rule, 1);
 			continue;
@@ -243,10 +238,10 @@ static uint32_t rx_ring(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 		pthread_mutex_unlock(&qp->rq.lock);
 	}
 	/* Release: the kernel may reuse the RX slots (pairs with its
-	 * acquire of the consumer index); submit's release hands the
-	 * frames back to the fill ring once we are done reading them. */
+	 * acquire of the consumer index); the frames go back to the fill
+	 * ring, done reading, with the fill ring's own release. */
 	xsk_ring_cons__release(&dev->rx, got);
-	xsk_ring_prod__submit(&dev->fq, got);
+	qps_xdp_fill_return(dev, back, got);
 	return got;
 }
 

@@ -4,11 +4,25 @@
  * libxdp's xsk API with XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD (the program
  * is ours, xdp_obj.c) and put into the program's XSKMAP.
  *
- * The UMEM holds QPS_XDP_NFRAMES frames of 4 KiB: the first half is
- * given to the fill ring once and comes back through the RX ring (each
- * frame returned to the fill ring as soon as its data is copied out),
- * the second half is the send side's free list, refilled from the
- * completion ring.
+ * The UMEM holds QPS_XDP_NFRAMES frames of 4 KiB: the first half is the
+ * receive side's, the second half the send side's free list, refilled
+ * from the completion ring.
+ *
+ * The fill ring is a FIFO: the kernel writes into its frames in the order
+ * they were given. Given all of the receive half, it would cycle through
+ * every frame, each one cold in the cache and the TLB of both the kernel
+ * writing it and the poller reading it. So it is kept at a target depth,
+ * and the frames not on it wait on a stack: a frame read out of the RX
+ * ring goes back on the stack's top and is the first to go to the fill
+ * ring again. The target starts low; it doubles when the kernel has drawn
+ * more than half of it between two polls (a burst: it may run dry before
+ * the next one) and halves again after a long calm.
+ *
+ * That only while a thread busy-polls the device (xdp_event.c): frames
+ * that come while nobody polls (before the first receive, or for a
+ * thread that sleeps) must find the room they always had, so otherwise
+ * every free frame of the receive half is on the fill ring. Once polls
+ * spin, the ring shrinks to the target as the kernel uses it.
  *
  * Zero-copy when the driver offers it, copy otherwise (veth); preferred
  * busy polling when $QPS_XDP_BUSY_POLL=1 and the kernel has it (5.11),
@@ -34,6 +48,10 @@
 #define SO_BUSY_POLL_BUDGET 70
 #endif
 #define XDP_BUSY_POLL_US 20
+/* The fill ring's target: its floor, and how many frames the kernel must
+ * take without drawing deep before it is halved. */
+#define XDP_FILL_MIN 64u
+#define XDP_FILL_CALM 65536u
 #define XDP_BUSY_POLL_BUDGET 64
 /* The kernel lets go of a closed XSK's queue from a work item, a moment
  * after close: a bind to the queue right after meets EBUSY. */
@@ -95,18 +113,88 @@ static void busy_poll_on(struct qps_xdp_dev *dev)
 			   &budget, sizeof(budget)) == 0;
 }
 
-static int fill_all(struct qps_xdp_dev *dev)
+/* Grow or shrink the target from what the kernel drew since the last
+ * top-up (see top). rx_lock held. */
+static void fill_adapt(struct qps_xdp_dev *dev, uint32_t in_ring, uint32_t n)
 {
-	uint32_t idx = 0, i;
+	uint32_t drawn = dev->fill_target > in_ring ?
+			 dev->fill_target - in_ring : 0;
 
-	if (xsk_ring_prod__reserve(&dev->fq, QPS_XDP_RING, &idx) !=
-	    QPS_XDP_RING)
-		return -ENOSPC;
-	for (i = 0; i < QPS_XDP_RING; i++)
+	if (drawn > dev->fill_target / 2 && dev->fill_target < QPS_XDP_RING) {
+		dev->fill_target *= 2;
+		dev->fill_calm = 0;
+	} else if (drawn > dev->fill_target / 8) {
+		dev->fill_calm = 0;
+	} else if ((dev->fill_calm += n) >= XDP_FILL_CALM) {
+		dev->fill_calm = 0;
+		if (dev->fill_target > XDP_FILL_MIN)
+			dev->fill_target /= 2;
+	}
+}
+
+/* Top the fill ring up to @target from the stack's top. */
+static void fill_top_up(struct qps_xdp_dev *dev, uint32_t in_ring,
+			uint32_t target)
+{
+	uint32_t want, idx = 0, i;
+
+	want = in_ring < target ? target - in_ring : 0;
+	if (want > dev->rx_nfree)
+		want = dev->rx_nfree;
+	/* The ring has room for the whole receive half: this never fails
+	 * while @want is within it. */
+	if (!want || xsk_ring_prod__reserve(&dev->fq, want, &idx) != want)
+		return;
+	for (i = 0; i < want; i++)
 		*xsk_ring_prod__fill_addr(&dev->fq, idx + i) =
-			(uint64_t)i * QPS_XDP_FRAME_SIZE;
-	xsk_ring_prod__submit(&dev->fq, QPS_XDP_RING);
-	return 0;
+			dev->rx_free[--dev->rx_nfree];
+	/* Release: the addresses are written before the kernel sees the
+	 * new producer index (pairs with its acquire of it). */
+	xsk_ring_prod__submit(&dev->fq, want);
+}
+
+/* Frames on the fill ring that the kernel has not taken yet. */
+static uint32_t fill_queued(const struct qps_xdp_dev *dev)
+{
+	/* Acquire: pairs with the kernel's release of the consumer index
+	 * once it has read the addresses it took. */
+	return dev->fq.cached_prod -
+	       __atomic_load_n(dev->fq.consumer, __ATOMIC_ACQUIRE);
+}
+
+void qps_xdp_fill_return(struct qps_xdp_dev *dev, const uint64_t *addr,
+			 uint32_t n)
+{
+	uint32_t in_ring = fill_queued(dev), i;
+
+	for (i = 0; i < n; i++)
+		dev->rx_free[dev->rx_nfree++] = addr[i];
+	fill_adapt(dev, in_ring, n);
+	fill_top_up(dev, in_ring, dev->rx_spinning ? dev->fill_target :
+						     QPS_XDP_RING);
+}
+
+void qps_xdp_fill_deep(struct qps_xdp_dev *dev)
+{
+	fill_top_up(dev, fill_queued(dev), QPS_XDP_RING);
+}
+
+static int rx_half(struct qps_xdp_dev *dev)
+{
+	uint32_t i;
+
+	dev->rx_free = calloc(QPS_XDP_RING, sizeof(*dev->rx_free));
+	if (!dev->rx_free)
+		return -ENOMEM;
+	/* Frame 0 on top: the first given. */
+	for (i = 0; i < QPS_XDP_RING; i++)
+		dev->rx_free[i] = (uint64_t)(QPS_XDP_RING - 1 - i) *
+				  QPS_XDP_FRAME_SIZE;
+	dev->rx_nfree = QPS_XDP_RING;
+	dev->fill_target = XDP_FILL_MIN;
+	dev->fill_calm = 0;
+	fill_top_up(dev, 0, QPS_XDP_RING);
+	return dev->rx_nfree ? -ENOSPC : 0;
 }
 
 static int tx_half(struct qps_xdp_dev *dev)
@@ -173,7 +261,7 @@ int qps_xdp_umem_open(struct qps_xdp_dev *dev)
 		    dev->zerocopy ? "zero-copy" : "copy mode",
 		    dev->busy_poll ? "preferred busy polling" :
 				     "no busy polling");
-	ret = fill_all(dev);
+	ret = rx_half(dev);
 	if (ret == 0)
 		ret = tx_half(dev);
 	if (ret < 0)
@@ -198,8 +286,10 @@ void qps_xdp_umem_close(struct qps_xdp_dev *dev)
 	if (dev->area)
 		munmap(dev->area, dev->area_len);
 	dev->area = NULL;
+	free(dev->rx_free);
 	free(dev->tx_free);
 	free(dev->tx_owner);
+	dev->rx_free = NULL;
 	dev->tx_free = NULL;
 	dev->tx_owner = NULL;
 }
