@@ -274,27 +274,37 @@ __attribute__((constructor)) static void pl_init(void)
  * socket lines alone would leave a loss unaccounted for. */
 static void ctx_line(struct qps_ctx *c)
 {
-	struct qps_ctx_info info;
+	struct qps_ctx_info_ex ix;
+	const struct qps_ctx_info *info = &ix.base;
 	struct qps_stats st;
-	char line[320], ip[INET_ADDRSTRLEN];
+	char line[384], ip[INET_ADDRSTRLEN], mode[64] = "";
 	unsigned long long bad = 0, drops;
 	int i;
 
-	if (qps_ctx_query(c, &info) < 0 ||
+	if (qps_ctx_query_ex(c, &ix, sizeof(ix)) < 0 ||
 	    qps_ctx_stats(c, &st, sizeof(st)) < 0)
 		return;
+	/* xdp's modes decide what its numbers mean (docs/xdp.md). */
+	if (strcmp(info->provider, "xdp") == 0)
+		(void)snprintf(mode, sizeof(mode), ", %s XDP, %s%s",
+			 ix.flags & QPS_CTX_INFO_F_XDP_NATIVE ? "native" :
+								"generic",
+			 ix.flags & QPS_CTX_INFO_F_XDP_ZEROCOPY ? "zero-copy" :
+								  "copy mode",
+			 ix.flags & QPS_CTX_INFO_F_XDP_BUSY_POLL ?
+				", busy polling" : "");
 	for (i = 1; i < QPS_RX_REASON_MAX; i++)
 		if (i != QPS_RX_FRAGMENT)
 			bad += st.rx_bad[i];
 	drops = st.dev_rx_drops + st.rx_no_endpoint + st.rx_queue_full +
 		bad + st.dev_tx_drops + st.tx_errors;
-	if (!inet_ntop(AF_INET, &info.addr, ip, sizeof(ip)))
+	if (!inet_ntop(AF_INET, &info->addr, ip, sizeof(ip)))
 		ip[0] = '\0';
 	(void)snprintf(line, sizeof(line),
-		 "context %s (%s %s): rx %llu datagrams tx %llu datagrams "
+		 "context %s (%s %s%s): rx %llu datagrams tx %llu datagrams "
 		 "drops %llu (device rx %llu, no endpoint %llu, rx queue full "
 		 "%llu, malformed %llu, device tx %llu, tx errors %llu) via "
-		 "qpsock", ip, info.provider, info.dev,
+		 "qpsock", ip, info->provider, info->dev, mode,
 		 (unsigned long long)st.rx_packets,
 		 (unsigned long long)st.tx_packets, drops,
 		 (unsigned long long)st.dev_rx_drops,

@@ -30,6 +30,12 @@ _Static_assert(sizeof(((struct qps_ctx_info *)0)->provider) ==
 	       sizeof(((struct qps_ctx_info *)0)->dev) ==
 	       sizeof(((struct qps_dev_info *)0)->name),
 	       "qps_ctx_query copies these names whole");
+_Static_assert(QPS_DEV_MODE_HOST_NETDEV == QPS_CTX_INFO_F_HOST_NETDEV &&
+	       QPS_DEV_MODE_XDP_NATIVE == QPS_CTX_INFO_F_XDP_NATIVE &&
+	       QPS_DEV_MODE_XDP_ZEROCOPY == QPS_CTX_INFO_F_XDP_ZEROCOPY &&
+	       QPS_DEV_MODE_XDP_BUSY_POLL == QPS_CTX_INFO_F_XDP_BUSY_POLL &&
+	       QPS_DEV_MODE_PACKET_RING == QPS_CTX_INFO_F_PACKET_RING,
+	       "qps_ctx_query_ex reports a provider's mode as it is");
 
 static const char *qps_pick_provider(const struct qps_ctx_attr *attr)
 {
@@ -689,4 +695,52 @@ int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info)
 	info->tx_depth = ctx->tx_depth;
 	info->rx_depth = ctx->rx.depth;
 	return 0;
+}
+
+/* The send path's part of the flags, and what it carries inline: the
+ * direct path's first send queue speaks for all (they are made alike). */
+static void qps_ctx_query_tx(struct qps_ctx *ctx, struct qps_ctx_info_ex *x)
+{
+	struct qps_sq *sq = &ctx->sq[0];
+
+	x->max_inline = ctx->info.max_inline;
+	if (ctx->tx_path != QPS_TX_PATH_DIRECT || !ctx->nsq)
+		return;
+	x->flags |= QPS_CTX_INFO_F_TX_DIRECT;
+	qps_alock_lock(&sq->lock);
+	if (sq->mlx4.bf)
+		x->flags |= QPS_CTX_INFO_F_BLUEFLAME;
+	x->max_inline = sq->mlx4.max_inline;
+	qps_alock_unlock(&sq->lock);
+}
+
+int qps_ctx_query_ex(struct qps_ctx *ctx, struct qps_ctx_info_ex *info,
+		     size_t size)
+{
+	QPS_ERRNO_GUARD;
+	struct qps_ctx_info_ex x;
+	int ret = qps_ctx_check(ctx);
+
+	if (ret < 0)
+		return ret;
+	if (size < sizeof(x.base))
+		return -EINVAL;
+	if (!info)
+		return -EFAULT;
+	memset(&x, 0, sizeof(x));
+	ret = qps_ctx_query(ctx, &x.base);
+	if (ret < 0)
+		return ret;
+	x.flags = ctx->info.mode;
+	x.rx_queue = ctx->info.rx_queue;
+	x.rx_queues = ctx->info.rx_queues;
+	qps_ctx_query_tx(ctx, &x);
+	/* A caller built against a newer header: what this library does
+	 * not know reads as 0, never as the caller's stack. */
+	if (size > sizeof(x)) {
+		memset((char *)info + sizeof(x), 0, size - sizeof(x));
+		size = sizeof(x);
+	}
+	memcpy(info, &x, size);
+	return (int)size;
 }

@@ -103,6 +103,17 @@ enum qps_dev_caps {
 	QPS_DEV_CAP_MC_GROUP_RULE = 1 << 6,
 };
 
+/* The choices a provider made at open, said once in its log too. The
+ * values are the public QPS_CTX_INFO_F_* ones (context.c asserts it). */
+enum qps_dev_mode {
+	/* A netdev the host's kernel serves too: hold_port holds ports. */
+	QPS_DEV_MODE_HOST_NETDEV = 1 << 0,
+	QPS_DEV_MODE_XDP_NATIVE = 1 << 1,	/* driver mode, not SKB */
+	QPS_DEV_MODE_XDP_ZEROCOPY = 1 << 2,	/* XSK bound zero-copy */
+	QPS_DEV_MODE_XDP_BUSY_POLL = 1 << 3,	/* SO_PREFER_BUSY_POLL on */
+	QPS_DEV_MODE_PACKET_RING = 1 << 4,	/* TPACKET rings */
+};
+
 /* GID table of a RoCE port, as mlx4 fills it from its netdev: index 0 is
  * the RoCE v1 link-local GID (fe80::EUI-64 of the MAC), index 1 the RoCE
  * v2 GID of the IPv4 address (::ffff:a.b.c.d). */
@@ -130,6 +141,12 @@ struct qps_dev_info {
 	 * stamp keeps (it wraps at @clock_mask + 1). */
 	uint64_t clock_hz;
 	uint64_t clock_mask;
+	/* How the provider drives the device, as it chose at open (enum
+	 * qps_dev_mode), and the receive queues it reads (0 queues: not
+	 * bound to any): what qps_ctx_query_ex reports. */
+	uint32_t mode;
+	uint32_t rx_queue;
+	uint32_t rx_queues;
 };
 
 /* Which clock stamped a completion (poll_cq_ts). */

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -914,6 +915,95 @@ static void test_stats_size(void)
 	t_end();
 }
 
+/* The first @n bytes of @p all hold @v. */
+static bool all_bytes(const unsigned char *p, size_t n, unsigned char v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != v)
+			return false;
+	return true;
+}
+
+static struct qps_ctx *query_ex_ctx(const char *wire, const char *ip,
+				    uint32_t tx_path)
+{
+	struct qps_ctx_attr attr = emu_attr(wire);
+	struct qps_ctx *ctx = NULL;
+
+	attr.comp_mask |= QPS_CTX_ATTR_ADDR | QPS_CTX_ATTR_TX_PATH;
+	inet_pton(AF_INET, ip, &attr.addr);
+	attr.tx_path = tx_path;
+	EQ_FATAL(qps_ctx_create(&attr, &ctx), 0);
+	t_ctxs_add(&t_suite_ctxs, ctx);
+	return ctx;
+}
+
+/*
+ * qps_ctx_query_ex: a size below the base is refused, nothing beyond
+ * @size is written, a larger size zero-fills what this library does not
+ * know and returns what it does; emu reports its send path and nothing
+ * of a host netdev.
+ */
+static void test_query_ex(void)
+{
+	const size_t base = sizeof(struct qps_ctx_info);
+	const size_t full = sizeof(struct qps_ctx_info_ex);
+	unsigned char raw[sizeof(struct qps_ctx_info_ex) + 64];
+	struct qps_ctx_info_ex x;
+	struct qps_ctx_info info;
+	struct qps_ctx *d, *g;
+	char wire[64];
+
+	t_begin();
+	t_wire_name(wire, sizeof(wire), "api-qex");
+	d = query_ex_ctx(wire, IP_A, QPS_TX_PATH_DIRECT);
+	g = query_ex_ctx(wire, IP_B, QPS_TX_PATH_GENERIC);
+
+	EQ(qps_ctx_query_ex(NULL, &x, sizeof(x)), -EINVAL);
+	EQ(qps_ctx_query_ex(d, NULL, sizeof(x)), -EFAULT);
+	EQ(qps_ctx_query_ex(d, &x, 0), -EINVAL);
+	memset(raw, 0xab, sizeof(raw));
+	EQ(qps_ctx_query_ex(d, (void *)raw, base - 1), -EINVAL);
+	CU_ASSERT(all_bytes(raw, sizeof(raw), 0xab));
+
+	/* Base only: what qps_ctx_query says, and not a byte more. */
+	EQ_FATAL(qps_ctx_query(d, &info), 0);
+	memset(raw, 0xab, sizeof(raw));
+	EQ(qps_ctx_query_ex(d, (void *)raw, base), base);
+	CU_ASSERT(memcmp(raw, &info, base) == 0);
+	CU_ASSERT(all_bytes(raw + base, sizeof(raw) - base, 0xab));
+
+	/* Mid-field: up to @size, as qps_ctx_stats. */
+	memset(raw, 0xab, sizeof(raw));
+	EQ(qps_ctx_query_ex(d, (void *)raw, base + 2), base + 2);
+	CU_ASSERT(all_bytes(raw + base + 2, sizeof(raw) - base - 2, 0xab));
+
+	/* The whole struct. */
+	memset(&x, 0xab, sizeof(x));
+	EQ(qps_ctx_query_ex(d, &x, sizeof(x)), sizeof(x));
+	CU_ASSERT(memcmp(&x.base, &info, base) == 0);
+	EQ(x.flags, QPS_CTX_INFO_F_TX_DIRECT | QPS_CTX_INFO_F_BLUEFLAME);
+	EQ(x.rx_queue, 0);
+	EQ(x.rx_queues, 0);
+	CU_ASSERT(x.max_inline > 0 && x.max_inline <= info.mtu + 14);
+
+	/* A newer caller's larger struct: the tail up to its size reads 0,
+	 * the return says how much this library filled. */
+	memset(raw, 0xab, sizeof(raw));
+	EQ(qps_ctx_query_ex(d, (void *)raw, sizeof(raw) - 8), full);
+	CU_ASSERT(memcmp(raw, &x, full) == 0);
+	CU_ASSERT(all_bytes(raw + full, sizeof(raw) - 8 - full, 0));
+	CU_ASSERT(all_bytes(raw + sizeof(raw) - 8, 8, 0xab));
+
+	/* The generic path: no send-path flags; emu is no host netdev. */
+	memset(&x, 0xab, sizeof(x));
+	EQ(qps_ctx_query_ex(g, &x, sizeof(x)), sizeof(x));
+	EQ(x.flags, 0);
+	EQ(x.rx_queues, 0);
+	CU_ASSERT_STRING_EQUAL(x.base.provider, "emu");
+	t_end();
+}
+
 /* ------------------------------------------------------------------ */
 /* errno is never touched.                                             */
 
@@ -970,6 +1060,13 @@ static void test_errno_untouched(void)
 	     0);
 	KEEPS_ERRNO(qps_recv(rx, buf, sizeof(buf), 0), 1);
 	KEEPS_ERRNO(qps_recv(rx, buf, sizeof(buf), QPS_MSG_DONTWAIT), -EAGAIN);
+	{
+		struct qps_ctx_info_ex x;
+
+		KEEPS_ERRNO(qps_ctx_query_ex(ctx, &x, 1), -EINVAL);
+		KEEPS_ERRNO(qps_ctx_query_ex(ctx, &x, sizeof(x)),
+			    (int)sizeof(x));
+	}
 	KEEPS_ERRNO(qps_ep_close(ep), 0);
 	KEEPS_ERRNO(qps_ep_close(ep), -EBADF);
 	t_suite_ctxs.n = 0;
@@ -995,6 +1092,7 @@ static CU_TestInfo tests[] = {
 	{ "options", test_options },
 	{ "flags", test_flags },
 	{ "stats size", test_stats_size },
+	{ "qps_ctx_query_ex sizes, emu's flags", test_query_ex },
 	{ "errno untouched", test_errno_untouched },
 	CU_TEST_INFO_NULL,
 };

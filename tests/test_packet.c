@@ -370,6 +370,88 @@ static void test_open_errors(void)
 	}
 }
 
+/* --- modes: what the provider logs is what it reports -------------------- */
+
+/* ctx_open with stderr caught in @log (NUL-terminated). */
+static int ctx_open_logged(struct qps_ctx **ctx, char *log, size_t len)
+{
+	FILE *f = tmpfile();
+	int saved, ret;
+	size_t n = 0;
+
+	log[0] = '\0';
+	if (!f)
+		return ctx_open(if_a, NULL, ctx);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	dup2(fileno(f), STDERR_FILENO);
+	ret = ctx_open(if_a, NULL, ctx);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	rewind(f);
+	n = fread(log, 1, len - 1, f);
+	log[n] = '\0';
+	fclose(f);
+	fputs(log, stderr);
+	return ret;
+}
+
+static void test_query_modes(void)
+{
+	struct qps_ctx_info_ex x;
+	struct qps_ctx_info info;
+	struct qps_ctx *ctx = NULL;
+	char log[4096], want[160];
+
+	CU_ASSERT_EQUAL_FATAL(ctx_open_logged(&ctx, log, sizeof(log)), 0);
+	CU_ASSERT_EQUAL_FATAL(qps_ctx_query(ctx, &info), 0);
+	memset(&x, 0xab, sizeof(x));
+	CU_ASSERT_EQUAL(qps_ctx_query_ex(ctx, &x, sizeof(x)),
+			(int)sizeof(x));
+	CU_ASSERT(memcmp(&x.base, &info, sizeof(info)) == 0);
+	CU_ASSERT(x.flags & QPS_CTX_INFO_F_HOST_NETDEV);
+	/* A software send path: WR chains, nothing for BlueFlame. */
+	CU_ASSERT_FALSE(x.flags & (QPS_CTX_INFO_F_TX_DIRECT |
+				   QPS_CTX_INFO_F_BLUEFLAME));
+	printf("\n    %s: flags 0x%x, receive queues %u from %u ", prov,
+	       x.flags, x.rx_queues, x.rx_queue);
+	if (strcmp(prov, "xdp") == 0) {
+		const char *bp = getenv("QPS_XDP_BUSY_POLL");
+		const char *at = getenv("QPS_XDP_ATTACH");
+		bool busy = x.flags & QPS_CTX_INFO_F_XDP_BUSY_POLL;
+		bool native = at && strcmp(at, "native") == 0;
+
+		/* veth: generic XDP unless asked for native (xdp_obj.c),
+		 * and no zero-copy. */
+		CU_ASSERT_EQUAL(!!(x.flags & QPS_CTX_INFO_F_XDP_NATIVE),
+				native);
+		CU_ASSERT_FALSE(x.flags & QPS_CTX_INFO_F_XDP_ZEROCOPY);
+		if (!bp || strcmp(bp, "1") != 0)
+			CU_ASSERT_FALSE(busy);
+		CU_ASSERT_FALSE(x.flags & QPS_CTX_INFO_F_PACKET_RING);
+		CU_ASSERT_EQUAL(x.rx_queue, 0);
+		CU_ASSERT_EQUAL(x.rx_queues, 1);
+		snprintf(want, sizeof(want), "qpsock xdp: %s: %s XDP, %s, %s, "
+			 "receive queue %u", if_a,
+			 x.flags & QPS_CTX_INFO_F_XDP_NATIVE ? "native" :
+							       "generic (SKB)",
+			 x.flags & QPS_CTX_INFO_F_XDP_ZEROCOPY ? "zero-copy" :
+								 "copy mode",
+			 busy ? "preferred busy polling" : "no busy polling",
+			 x.rx_queue);
+		if (!strstr(log, want)) {
+			printf("\n    not logged: \"%s\" ", want);
+			CU_FAIL("the log says other modes than qps_ctx_query_ex");
+		}
+	} else if (strcmp(prov, "packet") == 0) {
+		CU_ASSERT_EQUAL(x.flags, QPS_CTX_INFO_F_HOST_NETDEV |
+					 QPS_CTX_INFO_F_PACKET_RING);
+		CU_ASSERT_EQUAL(x.rx_queues, 0);
+	}
+	CU_ASSERT_EQUAL(qps_ctx_destroy(ctx), 0);
+}
+
 /* --- qpsock -> kernel ------------------------------------------------- */
 
 static void check_unicast(int i, const uint8_t *buf, ssize_t n)
@@ -2423,6 +2505,8 @@ int main(void)
 {
 	CU_TestInfo tests[] = {
 		{ "open errors", test_open_errors },
+		{ "modes: logged and reported by qps_ctx_query_ex",
+		  test_query_modes },
 		{ "qpsock -> kernel UDP", test_qpsock_to_kernel },
 		{ "kernel UDP -> qpsock", test_kernel_to_qpsock },
 		{ "timestamps: kernel receive stamps, transmit reports",

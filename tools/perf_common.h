@@ -238,6 +238,8 @@ struct perf_qp {
 	bool ctx_shared;	/* QP 0's context: the device holds one */
 	struct qps_ep *ep;
 	struct qps_ctx_info info;
+	uint32_t mode;		/* qps_ctx_info_ex flags */
+	uint32_t rx_queue, rx_queues;
 	struct sockaddr_in local;
 	struct sockaddr_in peer;
 	struct qps_ud_addr ud;	/* UD: where this context receives */

@@ -89,6 +89,7 @@ static int perf_qp_open(const struct perf_opts *o, struct perf_qp *qp,
 {
 	struct perf_qp *q = &qp[i];
 	struct qps_ctx_attr attr;
+	struct qps_ctx_info_ex ix;
 	struct sockaddr_in sin;
 	socklen_t len = sizeof(sin);
 	int timeo = PERF_SNDTIMEO_MS;
@@ -130,12 +131,16 @@ static int perf_qp_open(const struct perf_opts *o, struct perf_qp *qp,
 		perf_ctx_hint(o, ret);
 		return ret;
 	}
-	ret = qps_ctx_query(q->ctx, &q->info);
+	ret = qps_ctx_query_ex(q->ctx, &ix, sizeof(ix));
 	if (ret < 0) {
-		fprintf(stderr, "%s: qps_ctx_query: %s\n", o->prog,
+		fprintf(stderr, "%s: qps_ctx_query_ex: %s\n", o->prog,
 			strerror(-ret));
 		return ret;
 	}
+	q->info = ix.base;
+	q->mode = ix.flags;
+	q->rx_queue = ix.rx_queue;
+	q->rx_queues = ix.rx_queues;
 	if (o->transport == QPS_TRANSPORT_UD) {
 		ret = qps_ud_local(q->ctx, &q->ud);
 		if (ret < 0) {
@@ -416,6 +421,34 @@ static void perf_print_addr(FILE *f, const char *who, bool ud,
 			a->mac[2], a->mac[3], a->mac[4], a->mac[5]);
 }
 
+/* How the first context drives its device, in the words of the provider's
+ * own log line: a run's numbers mean little without it. */
+static void perf_print_mode(FILE *f, const struct perf_qp *q)
+{
+	uint32_t m = q->mode;
+
+	fprintf(f, " Device mode     :");
+	if (!strcmp(q->info.provider, "xdp"))
+		fprintf(f, " %s XDP, %s, %s,",
+			m & QPS_CTX_INFO_F_XDP_NATIVE ? "native" :
+							"generic (SKB)",
+			m & QPS_CTX_INFO_F_XDP_ZEROCOPY ? "zero-copy" :
+							  "copy mode",
+			m & QPS_CTX_INFO_F_XDP_BUSY_POLL ?
+				"preferred busy polling" : "no busy polling");
+	if (m & QPS_CTX_INFO_F_PACKET_RING)
+		fprintf(f, " TPACKET rings,");
+	fprintf(f, " %s send path%s", m & QPS_CTX_INFO_F_TX_DIRECT ?
+		"direct" : "generic", m & QPS_CTX_INFO_F_BLUEFLAME ?
+		" with BlueFlame" : "");
+	if (q->rx_queues == 1)
+		fprintf(f, ", receive queue %u", q->rx_queue);
+	else if (q->rx_queues)
+		fprintf(f, ", receive queues %u-%u", q->rx_queue,
+			q->rx_queue + q->rx_queues - 1);
+	fprintf(f, "\n");
+}
+
 void perf_print_header(FILE *f, const struct perf_opts *o,
 		       const struct perf_qp *qp, unsigned int n,
 		       const struct perf_hello *peer)
@@ -435,6 +468,7 @@ void perf_print_header(FILE *f, const struct perf_opts *o,
 		in->provider);
 	fprintf(f, " Connection type : %s\t\tUsing SRQ      : OFF\n",
 		perf_conn_name(o->transport));
+	perf_print_mode(f, &qp[0]);
 	if (!bw || client)
 		fprintf(f, " TX depth        : %u\n", in->tx_depth);
 	if (bw && o->post_list > 1)

@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define QPS_VERSION_MAJOR 0
-#define QPS_VERSION_MINOR 6
+#define QPS_VERSION_MINOR 7
 
 struct qps_ctx;
 struct qps_ep;
@@ -244,7 +244,67 @@ struct qps_ctx_info {
 	uint32_t rx_depth;
 };
 
+/**
+ * qps_ctx_query - fill @info; its size is fixed for good, so what was
+ * added since is reported by qps_ctx_query_ex() only.
+ */
 int qps_ctx_query(struct qps_ctx *ctx, struct qps_ctx_info *info);
+
+/*
+ * How the context drives its device (qps_ctx_info_ex.flags): the choices
+ * a provider made at open, which are also said once on stderr. A flag
+ * that does not apply to the provider is clear.
+ */
+/* The device is a netdev the host's kernel also serves (packet, xdp,
+ * verbs on a RoCE port): bound ports are held in the kernel too. */
+#define QPS_CTX_INFO_F_HOST_NETDEV	(1u << 0)
+/* xdp: the program runs in the driver (native), not generic (SKB). */
+#define QPS_CTX_INFO_F_XDP_NATIVE	(1u << 1)
+/* xdp: the AF_XDP socket is bound zero-copy, not in copy mode. */
+#define QPS_CTX_INFO_F_XDP_ZEROCOPY	(1u << 2)
+/* xdp: the kernel busy-polls the queue for the socket
+ * (SO_PREFER_BUSY_POLL, $QPS_XDP_BUSY_POLL=1); not the library's own
+ * spin before a blocking receive sleeps (QPS_OPT_BUSY_POLL). */
+#define QPS_CTX_INFO_F_XDP_BUSY_POLL	(1u << 3)
+/* packet: frames go through mmap'ed TPACKET rings, not one system call
+ * per frame. */
+#define QPS_CTX_INFO_F_PACKET_RING	(1u << 4)
+/* Sends write mlx4 WQEs straight into the send ring (QPS_TX_PATH_DIRECT)
+ * rather than posting work requests. */
+#define QPS_CTX_INFO_F_TX_DIRECT	(1u << 5)
+/* With QPS_CTX_INFO_F_TX_DIRECT: a WQE that fits is written through the
+ * BlueFlame register, sparing the device a fetch from memory. */
+#define QPS_CTX_INFO_F_BLUEFLAME	(1u << 6)
+
+/**
+ * struct qps_ctx_info_ex - what a context is bound to, and how it drives
+ * its device. @base is what qps_ctx_query() reports; fields are only ever
+ * added at the end, so a caller built against an older header passes its
+ * smaller size and keeps working.
+ */
+struct qps_ctx_info_ex {
+	struct qps_ctx_info base;
+	uint32_t flags;		/* QPS_CTX_INFO_F_* */
+	/* Device receive queues the context reads: @rx_queues of them from
+	 * @rx_queue on (xdp: the XSK's queue). @rx_queues 0: not bound to
+	 * queues, the device steers the context's traffic from any. */
+	uint32_t rx_queue;
+	uint32_t rx_queues;
+	/* Largest frame a send carries inline in its WQE, bytes; 0: none. */
+	uint32_t max_inline;
+};
+
+/**
+ * qps_ctx_query_ex - fill up to @size bytes of @info, as ibv_query_device_ex
+ * does: the caller passes sizeof the struct it was built with. Nothing
+ * beyond @size is written; bytes beyond what this library knows, up to
+ * @size, are zeroed (a newer field then reads as not reported). Returns
+ * the number of bytes filled with what this library knows (<= @size).
+ * -EINVAL: @ctx NULL or @size below sizeof(struct qps_ctx_info);
+ * -EFAULT: @info NULL.
+ */
+int qps_ctx_query_ex(struct qps_ctx *ctx, struct qps_ctx_info_ex *info,
+		     size_t size);
 
 /* Reasons a received frame is rejected by the parser (stats.rx_bad[]). */
 enum qps_rx_reason {

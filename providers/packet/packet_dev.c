@@ -63,6 +63,10 @@ static int dev_setup(struct qps_packet_dev *dev, const char *name,
 	/* Every WR is copied at post time, so every frame is "inline". */
 	dev->info.max_inline = dev->info.mtu + QPS_PACKET_ETH_HLEN;
 	dev->info.caps = QPS_DEV_CAP_FLOW | QPS_DEV_CAP_MC_GROUP_RULE;
+	/* Every send and receive goes through a TPACKET_V2 ring; the
+	 * socket sees every queue of the interface. */
+	dev->info.mode = QPS_DEV_MODE_HOST_NETDEV |
+			 QPS_DEV_MODE_PACKET_RING;
 	ret = qps_host_ns_open(&dev->ns);
 	if (ret < 0)
 		return ret;

@@ -448,6 +448,10 @@ static int open_device(struct qps_verbs_dev *vd, struct ibv_device *ibdev,
 	ret = qps_verbs_route_open(vd);
 	if (ret)
 		return ret;
+	/* A netdev behind GID 0: the kernel serves the port too
+	 * (hold_port holds ports in it). */
+	if (vd->ifindex)
+		vd->info.mode |= QPS_DEV_MODE_HOST_NETDEV;
 	qps_verbs_mlx4_open(vd, &dattr);
 	qps_verbs_ts_open(vd);
 	for (i = 0; i < QPS_VERBS_SYS_N; i++)

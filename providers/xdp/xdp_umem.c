@@ -27,7 +27,7 @@
  * Zero-copy when the driver offers it, copy otherwise (veth); preferred
  * busy polling when $QPS_XDP_BUSY_POLL=1 and the kernel has it (5.11),
  * found out by the setsockopt result. Each choice is logged once per
- * device.
+ * device and kept in its info for qps_ctx_query_ex.
  */
 #include "xdp.h"
 
@@ -256,11 +256,18 @@ int qps_xdp_umem_open(struct qps_xdp_dev *dev)
 	}
 	dev->xsk_fd = xsk_socket__fd(dev->xsk);
 	busy_poll_on(dev);
-	qps_xdp_log("%s: %s XDP, %s, %s", dev->info.name,
+	/* What the log says is what qps_ctx_query_ex reports. */
+	dev->info.mode = QPS_DEV_MODE_HOST_NETDEV |
+			 (dev->native ? QPS_DEV_MODE_XDP_NATIVE : 0) |
+			 (dev->zerocopy ? QPS_DEV_MODE_XDP_ZEROCOPY : 0) |
+			 (dev->busy_poll ? QPS_DEV_MODE_XDP_BUSY_POLL : 0);
+	dev->info.rx_queue = q;
+	dev->info.rx_queues = 1;
+	qps_xdp_log("%s: %s XDP, %s, %s, receive queue %u", dev->info.name,
 		    dev->native ? "native" : "generic (SKB)",
 		    dev->zerocopy ? "zero-copy" : "copy mode",
 		    dev->busy_poll ? "preferred busy polling" :
-				     "no busy polling");
+				     "no busy polling", q);
 	ret = rx_half(dev);
 	if (ret == 0)
 		ret = tx_half(dev);

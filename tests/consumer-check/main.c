@@ -15,6 +15,7 @@ int main(int argc, char **argv)
 {
 	struct qps_ctx_attr attr;
 	struct qps_ctx_info info;
+	struct qps_ctx_info_ex ix;
 	struct qps_stats st;
 	struct qps_ctx *ctx = NULL;
 	int ret;
@@ -37,6 +38,15 @@ int main(int argc, char **argv)
 	ret = qps_ctx_query(ctx, &info);
 	if (ret < 0) {
 		printf("consumer: qps_ctx_query: %s\n", strerror(-ret));
+		qps_ctx_destroy(ctx);
+		return 1;
+	}
+	/* The newest symbol version links, and reports what the base
+	 * call did. */
+	ret = qps_ctx_query_ex(ctx, &ix, sizeof(ix));
+	if (ret != (int)sizeof(ix) ||
+	    memcmp(&ix.base, &info, sizeof(info)) != 0) {
+		printf("consumer: qps_ctx_query_ex: %d\n", ret);
 		qps_ctx_destroy(ctx);
 		return 1;
 	}

@@ -475,6 +475,17 @@ static void op_ctx(struct fuzz_in *in)
 	fuzz_free(st);
 	FUZZ_CHECK(CALL(qps_ctx_progress(fa.ctx)) >= 0);
 	FUZZ_CHECK(CALL(qps_ctx_query(fa.ctx, &info)) == 0);
+	/* The same draw sizes the extended query: exactly that much is
+	 * allocated, so a byte written past it is caught. */
+	size %= 2 * sizeof(struct qps_ctx_info_ex);
+	st = fuzz_dup(NULL, size);
+	r = CALL(qps_ctx_query_ex(fa.ctx, st, size));
+	if (size < sizeof(struct qps_ctx_info))
+		FUZZ_CHECK(r == -EINVAL);
+	else
+		FUZZ_CHECK((size_t)r == (size < sizeof(struct qps_ctx_info_ex) ?
+					 size : sizeof(struct qps_ctx_info_ex)));
+	fuzz_free(st);
 	CALL(qps_ctx_flush(fa.ctx));
 }
 
