@@ -208,7 +208,8 @@ static int client_socket(void)
 }
 
 /* Sends @msg to @port until it comes back (the server may be between
- * two processes, or not bound yet); true when it did. */
+ * two processes, or not bound yet: on emu a send to an address nobody
+ * serves fails at once); true when it did. */
 static bool echo(int fd, int port, const char *msg, int tries)
 {
 	struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = srv_addr,
@@ -220,8 +221,10 @@ static bool echo(int fd, int port, const char *msg, int tries)
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
 		if (sendto(fd, msg, len, 0, (struct sockaddr *)&to,
-			   sizeof(to)) != (ssize_t)len)
-			return false;
+			   sizeof(to)) != (ssize_t)len) {
+			usleep(300000);
+			continue;
+		}
 		while (poll(&p, 1, 300) == 1) {
 			ssize_t r = recv(fd, buf, sizeof(buf), 0);
 
