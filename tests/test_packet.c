@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -433,13 +434,13 @@ static void test_query_modes(void)
 		CU_ASSERT_EQUAL(x.rx_queue, 0);
 		CU_ASSERT_EQUAL(x.rx_queues, 1);
 		snprintf(want, sizeof(want), "qpsock xdp: %s: %s XDP, %s, %s, "
-			 "receive queue %u", if_a,
+			 "%u receive queue", if_a,
 			 x.flags & QPS_CTX_INFO_F_XDP_NATIVE ? "native" :
 							       "generic (SKB)",
 			 x.flags & QPS_CTX_INFO_F_XDP_ZEROCOPY ? "zero-copy" :
 								 "copy mode",
 			 busy ? "preferred busy polling" : "no busy polling",
-			 x.rx_queue);
+			 x.rx_queues);
 		if (!strstr(log, want)) {
 			printf("\n    not logged: \"%s\" ", want);
 			CU_FAIL("the log says other modes than qps_ctx_query_ex");
@@ -2501,6 +2502,145 @@ static void test_adopt_fd(void)
 	T_EQ(qps_ctx_destroy(ctx), 0);
 }
 
+/* --- several receive queues --------------------------------------------- */
+
+#define MQ_IP_A "10.78.0.1"
+#define MQ_IP_B "10.78.0.2"
+#define MQ_QUEUES 4
+#define MQ_FLOWS 64
+#define MQ_ROUNDS 8
+
+/* Receive queues that carried frames, from the provider's line at close
+ * ("... frames per receive queue: N N ..."), read from @fd (stderr's
+ * capture); -1 when there is no such line. */
+static int mq_queues_used(int fd)
+{
+	char buf[4096], *p;
+	ssize_t len;
+	int used = 0;
+
+	len = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (len <= 0)
+		return -1;
+	buf[len] = 0;
+	fputs(buf, stderr);
+	p = strstr(buf, "frames per receive queue:");
+	if (!p)
+		return -1;
+	p += strlen("frames per receive queue:");
+	for (;;) {
+		char *end;
+		unsigned long long v = strtoull(p, &end, 10);
+
+		if (end == p)
+			break;
+		used += v != 0;
+		p = end;
+	}
+	return used;
+}
+
+/*
+ * A veth pair with 4 queues each way: the peer's kernel picks a TX queue
+ * per flow by its hash (no XPS on veth), and the receive queue of our
+ * end follows that choice, so 64 flows land on several receive queues.
+ * Every datagram must reach the one bound endpoint; on xdp, more than one
+ * queue must have carried them (an XSK per queue: docs/xdp.md "Queues"),
+ * and qps_ctx_query_ex must say it reads all four.
+ */
+static void test_multiqueue(void)
+{
+	struct sockaddr_in dst = t_sin(MQ_IP_A, 6100),
+			   bind_a = t_sin("0.0.0.0", 6100);
+	char a[IF_NAMESIZE], b[IF_NAMESIZE];
+	int fds[MQ_FLOWS], i, r, got = 0, tmo = RECV_MS, save, cap, used;
+	int pid = (int)getpid();
+	bool seen[MQ_ROUNDS][MQ_FLOWS];
+	struct qps_ctx *ctx;
+	struct qps_ep *ep;
+
+	snprintf(a, sizeof(a), "qma%d", pid % 10000000);
+	snprintf(b, sizeof(b), "qmb%d", pid % 10000000);
+	CU_ASSERT_EQUAL_FATAL(
+		sh("ip link add %s netns %s numtxqueues %d numrxqueues %d "
+		   "type veth peer name %s netns %s numtxqueues %d "
+		   "numrxqueues %d", a, ns_a, MQ_QUEUES, MQ_QUEUES, b, ns_b,
+		   MQ_QUEUES, MQ_QUEUES), 0);
+	CU_ASSERT_EQUAL_FATAL(
+		sh("ip -n %s link set %s address 02:78:00:00:00:01 && "
+		   "ip -n %s addr add " MQ_IP_A "/24 dev %s && "
+		   "ip -n %s addr add " MQ_IP_B "/24 dev %s && "
+		   "ip -n %s link set %s up && ip -n %s link set %s up && "
+		   "ip -n %s neigh replace " MQ_IP_A " lladdr "
+		   "02:78:00:00:00:01 dev %s",
+		   ns_a, a, ns_a, a, ns_b, b, ns_a, a, ns_b, b, ns_b, b), 0);
+	CU_ASSERT_EQUAL_FATAL(ctx_open(a, MQ_IP_A, &ctx), 0);
+	if (strcmp(prov, "xdp") == 0) {
+		struct qps_ctx_info_ex x;
+
+		CU_ASSERT_EQUAL(qps_ctx_query_ex(ctx, &x, sizeof(x)),
+				(int)sizeof(x));
+		CU_ASSERT_EQUAL(x.rx_queue, 0);
+		CU_ASSERT_EQUAL(x.rx_queues, MQ_QUEUES);
+	}
+	CU_ASSERT_EQUAL_FATAL(qps_ep_create(ctx, QPS_EP_DGRAM, &ep), 0);
+	CU_ASSERT_EQUAL(qps_setopt(ep, QPS_OPT_RCVTIMEO, &tmo, sizeof(tmo)),
+			0);
+	CU_ASSERT_EQUAL_FATAL(qps_bind(ep, (struct sockaddr *)&bind_a,
+				       sizeof(bind_a)), 0);
+	/* Unbound: each gets its own ephemeral source port, its own hash. */
+	for (i = 0; i < MQ_FLOWS; i++) {
+		fds[i] = sock_b(SOCK_DGRAM, 0, NULL, 0);
+		CU_ASSERT_FATAL(fds[i] >= 0);
+	}
+	memset(seen, 0, sizeof(seen));
+	/* A round at a time: a round fits the endpoint's posted buffers. */
+	for (r = 0; r < MQ_ROUNDS; r++) {
+		for (i = 0; i < MQ_FLOWS; i++) {
+			uint8_t m[2] = { (uint8_t)r, (uint8_t)i };
+
+			CU_ASSERT_EQUAL(sendto(fds[i], m, sizeof(m), 0,
+					       (struct sockaddr *)&dst,
+					       sizeof(dst)), 2);
+		}
+		for (i = 0; i < MQ_FLOWS; i++) {
+			uint8_t m[16];
+			ssize_t n = qps_recv(ep, m, sizeof(m), 0);
+
+			if (n < 0)
+				break;
+			if (n == 2 && m[0] < MQ_ROUNDS && m[1] < MQ_FLOWS &&
+			    !seen[m[0]][m[1]]) {
+				seen[m[0]][m[1]] = true;
+				got++;
+			}
+		}
+	}
+	CU_ASSERT_EQUAL(got, MQ_ROUNDS * MQ_FLOWS);
+	if (got != MQ_ROUNDS * MQ_FLOWS)
+		fprintf(stderr, "\n  test_packet: %d of %d datagrams from %d "
+			"flows arrived\n", got, MQ_ROUNDS * MQ_FLOWS,
+			MQ_FLOWS);
+	CU_ASSERT_EQUAL(qps_ep_close(ep), 0);
+	/* The provider's per-queue counts come at close, on stderr. */
+	fflush(stderr);
+	save = dup(2);
+	cap = memfd_create("stderr", 0);
+	CU_ASSERT_FATAL(save >= 0 && cap >= 0);
+	dup2(cap, 2);
+	CU_ASSERT_EQUAL(qps_ctx_destroy(ctx), 0);
+	fflush(stderr);
+	dup2(save, 2);
+	close(save);
+	used = mq_queues_used(cap);
+	if (strcmp(prov, "xdp") == 0)
+		CU_ASSERT(used > 1);
+	close(cap);
+	for (i = 0; i < MQ_FLOWS; i++)
+		close(fds[i]);
+	sh("ip -n %s link del %s", ns_a, a);
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -2534,6 +2674,7 @@ int main(void)
 		{ "bind conflicts with kernel sockets and processes",
 		  test_bind_conflicts },
 		{ "an adopted kernel socket holds the port", test_adopt_fd },
+		{ "64 flows over a 4-queue veth", test_multiqueue },
 #ifdef QPS_ECHO_BIN
 		{ "sockperf ping-pong vs qps_echo", test_sockperf_pingpong },
 		{ "sockperf under-load vs qps_echo", test_sockperf_underload },

@@ -9,9 +9,12 @@
  *                program redirects what they match to the XSK of the
  *                frame's queue, passes the rest to the kernel; user space
  *                picks the strongest matching rule again (its QP)
- *   UMEM         one per device, made of 4 KiB frames: the first half is
- *                the receive side's (the fill ring kept shallow, the rest
- *                on a stack), the second the send side's (xdp_umem.c)
+ *   UMEM         one per device, made of 4 KiB frames: the receive
+ *                side's, split between the receive queues (each queue's
+ *                fill ring kept shallow, the rest on its stack), then the
+ *                send side's (xdp_umem.c)
+ *   queues       an XSK per receive queue (up to QPS_XDP_MAX_QUEUES),
+ *                all on the one UMEM; sends go through queue 0's
  *   send QP      a software SQ; a WR chain copies each frame into a UMEM
  *                frame, fills the TX ring, and ends with at most one kick
  *                (sendto, when the ring needs a wakeup): the doorbell
@@ -48,9 +51,11 @@
 #define QPS_XDP_MAX_MR 64
 #define QPS_XDP_ETH_HLEN 14
 #define QPS_XDP_FRAME_SIZE 4096u
-/* Frames per ring and per half of the UMEM. */
+/* Frames per ring, the send side's frames, and the receive side's when
+ * the interface has one queue. */
 #define QPS_XDP_RING 2048u
-#define QPS_XDP_NFRAMES 4096u	/* 2 * QPS_XDP_RING */
+/* Receive frames per queue at the least, however many queues share. */
+#define QPS_XDP_RXQ_MIN_FRAMES 256u
 /* In copy mode the kernel writes a received frame after this much
  * headroom (XDP_PACKET_HEADROOM), so a frame holds this much less. */
 #define QPS_XDP_RX_HEADROOM 256u
@@ -104,11 +109,32 @@ struct qps_xdp_tx_owner {
 	bool failed;		/* dropped at the device: an error */
 };
 
+/* The XSK of one receive queue and its share of the UMEM's receive
+ * frames. Rings and frames under dev->rx_lock; @in_ep under dev->lock. */
+struct qps_xdp_rxq {
+	struct xsk_socket *xsk;
+	int fd;
+	bool in_ep;		/* on dev->epfd (xdp_event.c) */
+	struct xsk_ring_prod fq;
+	struct xsk_ring_cons rx;
+	/* Its own completion ring, which the kernel requires of an XSK on
+	 * a shared UMEM; only queue 0's (dev->cq) sees sent frames. */
+	struct xsk_ring_cons cq;
+	/* Frames of the queue's share on neither ring (a stack: the last
+	 * one back is the first to go to the fill ring again). */
+	uint64_t *free;
+	uint32_t nfree;
+	uint32_t nframes;	/* the share */
+	uint32_t fill_target;	/* frames the fill ring is kept at */
+	uint32_t fill_calm;	/* frames since the kernel last drew deep */
+	uint64_t frames;	/* read out of the RX ring */
+};
+
 struct qps_xdp_dev {
 	struct qps_dev base;
 	struct qps_dev_info info;
 	int ifindex;
-	int epfd;		/* event fd: the XSK and @evfd */
+	int epfd;		/* event fd: the XSKs and @evfd */
 	int evfd;		/* readable while a QP holds completions */
 
 	/* The program and its maps (xdp_obj.c). */
@@ -118,26 +144,25 @@ struct qps_xdp_dev {
 	struct qps_xdp_cfg cfg;	/* as written to the map, under lock */
 	bool native;		/* driver mode, not generic (SKB) */
 
-	/* UMEM and the queue-0 XSK (xdp_umem.c). */
+	/* UMEM and the XSKs (xdp_umem.c): frames [0, rx_frames) are the
+	 * receive queues', the QPS_XDP_RING after them the send side's. */
 	void *area;
 	size_t area_len;
 	struct xsk_umem *umem;
-	struct xsk_socket *xsk;
-	int xsk_fd;
+	int xsk_fd;		/* queue 0's: sends and their kicks */
 	bool zerocopy;
 	bool busy_poll;
+	uint32_t rx_frames;
 
-	struct xsk_ring_prod fq, tx;
-	struct xsk_ring_cons cq, rx;
+	struct xsk_ring_prod tx;	/* queue 0's */
+	struct xsk_ring_cons cq;
 
-	/* Receive side, under rx_lock: the RX and fill rings, and the
-	 * frames of the RX half on neither (a stack: the last one back is
-	 * the first to go to the fill ring again, xdp_umem.c). */
+	/* Receive side, under rx_lock: every queue's RX and fill rings and
+	 * free frames; the queue a poll starts at. */
 	pthread_mutex_t rx_lock;
-	uint64_t *rx_free;
-	uint32_t rx_nfree;
-	uint32_t fill_target;	/* frames the fill ring is kept at */
-	uint32_t fill_calm;	/* frames since the kernel last drew deep */
+	struct qps_xdp_rxq *rxq;
+	uint32_t nrxq;
+	uint32_t rx_next;
 	uint64_t rx_no_rule, rx_csum_fixed, rx_xsk_drops;
 
 	/* Send side, under tx_lock: the TX and completion rings, the free
@@ -154,9 +179,9 @@ struct qps_xdp_dev {
 	uint64_t rekicks;
 
 	pthread_mutex_t lock;	/* lists below; lock order: before the others */
-	/* The XSK on @epfd, and why; whether a thread spins on the
+	/* Why the XSKs are on @epfd; whether a thread spins on the
 	 * receive CQ (xdp_event.c). */
-	bool xsk_in_ep, xsk_armed, rx_spinning;
+	bool xsk_armed, rx_spinning;
 	uint32_t unarmed_polls;
 	struct qps_xdp_qp *qps;
 	struct qps_xdp_flow *flows;
@@ -200,12 +225,12 @@ int qps_xdp_cfg_write(struct qps_xdp_dev *dev);
 int qps_xdp_umem_open(struct qps_xdp_dev *dev);
 void qps_xdp_umem_close(struct qps_xdp_dev *dev);
 void qps_xdp_umem_stats(struct qps_xdp_dev *dev);
-/* @n frames read out of the RX ring are ours again: on the free stack,
- * and the fill ring topped up to its target. rx_lock and dev->lock
+/* @n frames read out of @q's RX ring are ours again: on its free stack,
+ * and its fill ring topped up to its target. rx_lock and dev->lock
  * held. */
-void qps_xdp_fill_return(struct qps_xdp_dev *dev, const uint64_t *addr,
-			 uint32_t n);
-/* Nobody spins: every free frame of the receive half to the fill ring.
+void qps_xdp_fill_return(struct qps_xdp_dev *dev, struct qps_xdp_rxq *q,
+			 const uint64_t *addr, uint32_t n);
+/* Nobody spins: every free receive frame of each queue to its fill ring.
  * rx_lock held. */
 void qps_xdp_fill_deep(struct qps_xdp_dev *dev);
 
@@ -248,7 +273,7 @@ int qps_xdp_get_event_fd(struct qps_dev *dev);
 int qps_xdp_req_notify_cq(struct qps_cq *cq);
 int qps_xdp_ack_events(struct qps_dev *dev);
 
-/* xdp_event.c: the XSK on the event fd only while armed; dev->lock
+/* xdp_event.c: the XSKs on the event fd only while armed; dev->lock
  * held */
 int qps_xdp_ev_arm(struct qps_xdp_dev *dev);
 void qps_xdp_ev_drained(struct qps_xdp_dev *dev);

@@ -5,11 +5,11 @@
  * completion ring, move RX ring frames into posted buffers) and returns
  * those completions directly.
  *
- * Events: the device's event fd is an epoll set of the XSK (readable
- * while its RX ring holds frames), on it from req_notify_cq until a while
- * after the drain (xdp_event.c), and dev->evfd (written when a poll left
- * completions for another CQ's QP, drained by ack_events): level
- * triggered.
+ * Events: the device's event fd is an epoll set of the XSKs (each
+ * readable while its RX ring holds frames), on it from req_notify_cq
+ * until a while after the drain (xdp_event.c), and dev->evfd (written
+ * when a poll left completions for another CQ's QP, drained by
+ * ack_events): level triggered.
  */
 #include "xdp.h"
 

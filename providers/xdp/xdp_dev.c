@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Device handle: open a netdev (ifindex, MAC, MTU, IPv4 address, through
- * common/host_dev.c), attach the XDP program and bind the XSK, close,
+ * common/host_dev.c), attach the XDP program and bind the XSKs, close,
  * query, counters, memory registration, the kernel socket behind a bound
  * port, and the ops table.
  *

@@ -11,8 +11,11 @@
  * address and port are not in its maps) is counted in rx_no_rule.
  *
  * Polling a receive CQ copies ring frames into posted buffers, in post
- * order, and hands the frames back to the UMEM's receive half at once
- * (xdp_umem.c keeps the fill ring topped up from it). A frame for
+ * order, and hands the frames back to their queue's share of the UMEM at
+ * once (xdp_umem.c keeps the queue's fill ring topped up from it). Every
+ * receive queue's RX ring is drained, a batch at a time in turn, from a
+ * queue one further each poll, so a busy queue cannot starve the others
+ * and none is always last. A frame for
  * a QP of another CQ is completed into that QP's own list, given out by
  * the next poll of its CQ (dev->evfd is readable meanwhile). A frame that
  * finds no posted buffer is dropped and counted (rx_no_buf).
@@ -191,29 +194,31 @@ static int rx_stashed(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 	return n;
 }
 
-/* Move up to @max ring frames, @wc taking those of @cq's QPs (*@n of
- * them); returns the frames moved. rx_lock and dev->lock held. */
-static uint32_t rx_ring(struct qps_xdp_dev *dev, const struct qps_cq *cq,
-			uint32_t max, struct ibv_wc *wc, int *n, bool *stashed)
+/* Move up to @max frames of @q's RX ring, @wc taking those of @cq's QPs
+ * (*@n of them); returns the frames moved. rx_lock and dev->lock held. */
+static uint32_t rx_ring(struct qps_xdp_dev *dev, struct qps_xdp_rxq *q,
+			const struct qps_cq *cq, uint32_t max,
+			struct ibv_wc *wc, int *n, bool *stashed)
 {
 	uint64_t back[XDP_RX_BATCH];
 	uint32_t idx = 0, got, i;
 
-	got = xsk_ring_cons__peek(&dev->rx, max, &idx);
+	got = xsk_ring_cons__peek(&q->rx, max, &idx);
 	if (!got) {
 		/* Nothing: let the kernel fill the ring when it must be
 		 * woken, or busy-poll the device's queue. */
-		if (xsk_ring_prod__needs_wakeup(&dev->fq) || dev->busy_poll) {
+		if (xsk_ring_prod__needs_wakeup(&q->fq) || dev->busy_poll) {
 			/* Length 0: the kernel reads no buffer. */
 			static uint8_t none;
 
-			(void)recvfrom(dev->xsk_fd, &none, 0, MSG_DONTWAIT,
-				       NULL, NULL);
+			(void)recvfrom(q->fd, &none, 0, MSG_DONTWAIT, NULL,
+				       NULL);
 		}
 		return 0;
 	}
+	q->frames += got;
 	for (i = 0; i < got; i++) {
-		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&dev->rx,
+		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&q->rx,
 								  idx + i);
 		const uint8_t *f = xsk_umem__get_data(dev->area, d->addr);
 		struct qps_xdp_flow *fl = rule_find(dev, f, d->len);
@@ -240,8 +245,8 @@ static uint32_t rx_ring(struct qps_xdp_dev *dev, const struct qps_cq *cq,
 	/* Release: the kernel may reuse the RX slots (pairs with its
 	 * acquire of the consumer index); the frames go back to the fill
 	 * ring, done reading, with the fill ring's own release. */
-	xsk_ring_cons__release(&dev->rx, got);
-	qps_xdp_fill_return(dev, back, got);
+	xsk_ring_cons__release(&q->rx, got);
+	qps_xdp_fill_return(dev, q, back, got);
 	return got;
 }
 
@@ -250,14 +255,22 @@ int qps_xdp_rx_poll(struct qps_xdp_dev *dev, struct qps_cq *cq, int num,
 {
 	bool stashed = false;
 	int n = rx_stashed(dev, cq, num, wc);
+	uint32_t q, idle = 0;
 
 	pthread_mutex_lock(&dev->rx_lock);
-	while (n < num) {
+	q = dev->rx_next;
+	dev->rx_next = q + 1 < dev->nrxq ? q + 1 : 0;
+	/* Until @num or a whole round of queues gave nothing. */
+	while (n < num && idle < dev->nrxq) {
 		uint32_t max = (uint32_t)(num - n);
 
-		if (!rx_ring(dev, cq, max < XDP_RX_BATCH ? max : XDP_RX_BATCH,
-			     wc, &n, &stashed))
-			break;
+		if (rx_ring(dev, &dev->rxq[q], cq,
+			    max < XDP_RX_BATCH ? max : XDP_RX_BATCH, wc, &n,
+			    &stashed))
+			idle = 0;
+		else
+			idle++;
+		q = q + 1 < dev->nrxq ? q + 1 : 0;
 	}
 	pthread_mutex_unlock(&dev->rx_lock);
 	if (stashed) {

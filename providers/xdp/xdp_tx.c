@@ -85,9 +85,9 @@ static void tx_reap(struct qps_xdp_dev *dev)
 		uint64_t fi = addr / QPS_XDP_FRAME_SIZE;
 		struct qps_xdp_tx_owner *o;
 
-		if (fi < QPS_XDP_RING || fi >= QPS_XDP_NFRAMES)
+		if (fi < dev->rx_frames || fi >= dev->rx_frames + QPS_XDP_RING)
 			continue;	/* never ours to send: ignore */
-		o = &dev->tx_owner[fi - QPS_XDP_RING];
+		o = &dev->tx_owner[fi - dev->rx_frames];
 		if (!o->busy)
 			continue;	/* voided: freed already */
 		if (o->requeue && tx_requeue(dev, addr, o))
@@ -132,9 +132,9 @@ static void tx_void(struct qps_xdp_dev *dev)
 		uint64_t fi = d->addr / QPS_XDP_FRAME_SIZE;
 		struct qps_xdp_tx_owner *o;
 
-		if (fi < QPS_XDP_RING || fi >= QPS_XDP_NFRAMES)
+		if (fi < dev->rx_frames || fi >= dev->rx_frames + QPS_XDP_RING)
 			continue;	/* voided already */
-		o = &dev->tx_owner[fi - QPS_XDP_RING];
+		o = &dev->tx_owner[fi - dev->rx_frames];
 		d->addr = dev->area_len;
 		d->len = 0;
 		if (!o->busy)
@@ -202,9 +202,9 @@ static void tx_dropped(struct qps_xdp_dev *dev)
 	uint64_t fi = d->addr / QPS_XDP_FRAME_SIZE;
 	struct qps_xdp_tx_owner *o;
 
-	if (fi < QPS_XDP_RING || fi >= QPS_XDP_NFRAMES)
+	if (fi < dev->rx_frames || fi >= dev->rx_frames + QPS_XDP_RING)
 		return;
-	o = &dev->tx_owner[fi - QPS_XDP_RING];
+	o = &dev->tx_owner[fi - dev->rx_frames];
 	if (!o->busy)
 		return;
 	if (cons == dev->tx.cached_prod)
@@ -312,7 +312,7 @@ int qps_xdp_post_send(struct qps_qp *q, struct ibv_send_wr *wr,
 			struct xdp_desc *d = xsk_ring_prod__tx_desc(&dev->tx,
 								    idx);
 			struct qps_xdp_tx_owner *o = &dev->tx_owner[
-				addr / QPS_XDP_FRAME_SIZE - QPS_XDP_RING];
+				addr / QPS_XDP_FRAME_SIZE - dev->rx_frames];
 
 			qps_sw_send_wr_copy(xsk_umem__get_data(dev->area, addr),
 					    wr);
