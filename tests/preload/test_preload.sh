@@ -90,6 +90,28 @@ make_ns() {
 		ip -n "$ns_b" link set "$if_b" up
 }
 
+# needs_ns NET PROG...: the programs, root, and the two namespaces of
+# make_ns NET (ns_a, ns_b, if_a, if_b set by the caller); else skipped,
+# saying which is missing.
+needs_ns() {
+	local net=$1 p
+	shift
+	for p in "$@"; do
+		command -v "$p" >/dev/null || {
+			echo "test_preload $part: skipped: needs $p"
+			exit 77
+		}
+	done
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "test_preload $part: skipped: needs root"
+		exit 77
+	fi
+	if ! make_ns "$net"; then
+		echo "test_preload $part: skipped: cannot make namespaces here"
+		exit 77
+	fi
+}
+
 case $part in
 calls)
 	PL_TEST_ADDR=198.18.0.1 "${run[@]}" --addr 198.18.0.1 "$calls" ||
@@ -322,16 +344,8 @@ s.close()"' 2>"$tmp/exec.err" || fail "python3 after exec"
 packet)
 	# QPS_TEST_PROVIDER=xdp: the same on xdp.
 	tprov=${QPS_TEST_PROVIDER:-packet}
-	if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null ||
-		! command -v sockperf >/dev/null; then
-		echo "test_preload packet ($tprov): skipped: needs root, ip and sockperf"
-		exit 77
-	fi
 	ns_a=plpa$$ ns_b=plpb$$ if_a=plva$$ if_b=plvb$$
-	if ! make_ns 0; then
-		echo "test_preload packet ($tprov): skipped: cannot make namespaces here"
-		exit 77
-	fi
+	needs_ns 0 ip sockperf
 	# qpsock server, kernel client; then kernel server, qpsock client.
 	for dir in in out; do
 		if [[ $dir == in ]]; then
@@ -382,21 +396,8 @@ programs)
 	# daemon's stderr is /dev/null) or --stats must show the queries
 	# went through qpsock. $calls is qps_stat here.
 	stat=$calls
-	for p in dnsmasq dig socat ip ssmping ssmpingd ffmpeg; do
-		command -v $p >/dev/null || {
-			echo "test_preload programs: skipped: needs $p"
-			exit 77
-		}
-	done
-	if [[ $(id -u) -ne 0 ]]; then
-		echo "test_preload programs: skipped: needs root"
-		exit 77
-	fi
 	ns_a=plra$$ ns_b=plrb$$ if_a=plrva$$ if_b=plrvb$$
-	if ! make_ns 5; then
-		echo "test_preload programs: skipped: cannot make namespaces here"
-		exit 77
-	fi
+	needs_ns 5 dnsmasq dig socat ip ssmping ssmpingd ffmpeg
 	qrun=(ip netns exec "$ns_a" "${run[@]}" --provider packet --dev "$if_a")
 	printf '10.1.2.3 hello.test\n' >"$tmp/hosts"
 	ask() {	# NS SERVER: one answer, or fail
@@ -566,21 +567,8 @@ fork_xdp)
 	# packet beside it (docs/preload.md "fork"), with the datagrams the
 	# parent had queued; the parent's mark leaves the socket it lets go,
 	# so that the port's traffic is no longer the parent's.
-	for p in ip socat; do
-		command -v $p >/dev/null || {
-			echo "test_preload fork_xdp: skipped: needs $p"
-			exit 77
-		}
-	done
-	if [[ $(id -u) -ne 0 ]]; then
-		echo "test_preload fork_xdp: skipped: needs root"
-		exit 77
-	fi
 	ns_a=plxa$$ ns_b=plxb$$ if_a=plxva$$ if_b=plxvb$$
-	if ! make_ns 2; then
-		echo "test_preload fork_xdp: skipped: cannot make namespaces here"
-		exit 77
-	fi
+	needs_ns 2 ip socat
 	qrun=(ip netns exec "$ns_a" "${run[@]}" --stats --debug --provider xdp
 		--dev "$if_a")
 	export PL_FORK_LOG=$tmp/xdp.log PL_FORK_CASES=7
